@@ -1,0 +1,67 @@
+"""The `cannbot` console script. Typer only: parse, call pipeline, render, exit code. No logic.
+
+One module per command keeps the seams apart (analyze.py, apply.py, verify.py, report.py,
+hardware.py); this module holds the app, the shared options and the error boundary.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Annotated, Callable, TypeVar
+
+import typer
+
+from ..errors import CannbotError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="cannbot tools for Ascend NPU inference.")
+prefetch = typer.Typer(
+    no_args_is_help=True,
+    help="Profile-driven weight prefetch (torch_npu.npu_prefetch): analyze, apply, verify, report.",
+)
+app.add_typer(prefetch, name="prefetch")
+
+# Shared options (CONTRACTS.md: global --debug, --json, --lang on every command).
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show a traceback on errors.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable result on stdout, nothing else.")]
+LangOpt = Annotated[str, typer.Option("--lang", help="Language of human text: en or zh.")]
+
+T = TypeVar("T")
+
+
+def guarded(debug: bool, fn: Callable[[], T]) -> T:
+    """Run a command body: a CannbotError becomes one line on stderr and its exit code."""
+    try:
+        return fn()
+    except CannbotError as err:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {err}", file=sys.stderr)
+        raise typer.Exit(err.exit_code) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as err:  # a bug, not a user mistake: still one line unless --debug
+        if debug:
+            traceback.print_exc()
+        print(f"internal error: {type(err).__name__}: {err} (rerun with --debug and report it)",
+              file=sys.stderr)
+        raise typer.Exit(2) from None
+
+
+def check_lang(lang: str) -> str:
+    if lang not in ("en", "zh"):
+        print(f"error: --lang must be en or zh, not {lang!r}", file=sys.stderr)
+        raise typer.Exit(2)
+    return lang
+
+
+def _register() -> None:
+    # Imported for their @prefetch.command side effect; each module owns one command.
+    from . import analyze, apply, hardware, report, verify  # noqa: F401
+
+
+_register()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""Stage 1: a profiling export (any layout, any version) -> one normalized KernelTable."""

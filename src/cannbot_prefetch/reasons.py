@@ -1,0 +1,27 @@
+"""Stable reason codes for rejections and notes. Reports and JSON carry the code and a sentence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    text: str
+
+
+# Codes are part of the JSON contract: add, never rename.
+NOT_MEMORY_BOUND = "not_memory_bound"
+NO_SHAPES = "no_shapes"
+NO_SAFE_WINDOW = "no_safe_window"
+COMM_IN_WINDOW = "communication_in_window"
+MEMORY_HEAVY_PREDECESSOR = "memory_heavy_predecessor"
+WINDOW_TOO_SHORT = "window_too_short"
+PREFILL = "prefill_not_planned"
+UNMAPPED = "unmapped"
+INCONSISTENT_SHAPES = "inconsistent_shapes"
+MC2_COMMUNICATION = "mc2_contains_communication"
+BELOW_TOP_N = "below_top_n"
+MAX_SITES = "max_sites"
+NOT_WORTH_IT = "not_worth_it"
