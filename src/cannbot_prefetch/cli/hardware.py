@@ -1,0 +1,1 @@
+"""`cannbot prefetch hardware` (being built)."""
