@@ -1,0 +1,169 @@
+"""torch_npu DB export (`ascend_pytorch_profiler_*.db`, export_type=db) -> normalized rows.
+
+Opened read-only. Kernels are COMPUTE_TASK_INFO joined to TASK on globalTaskId, text cells are
+STRING_IDS references, counters are TASK_PMU_INFO (name, value) pairs pivoted into columns and
+renamed to the text export's names (times there are ns, the CSV's are µs). Communication ops
+become HCCL rows, as in kernel_details.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import polars as pl
+
+from ..errors import InputError
+from . import columns as C
+from .readout import ReadResult, conform, drop_memset
+from .values import clean_text, strip_prefix
+
+_TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
+              "streamId": "stream", "taskId": "task_id", "modelId": "model_id"}
+_INFO_COLS = {"name": "name", "opType": "type", "taskType": "core", "blockDim": "block_dim",
+              "mixBlockDim": "mix_block_dim", "waitNs": "wait_ns", "inputShapes": "input_shapes",
+              "inputDataTypes": "input_dtypes", "inputFormats": "input_formats",
+              "outputShapes": "output_shapes", "outputDataTypes": "output_dtypes",
+              "outputFormats": "output_formats"}
+_STRING_REFS = ("name", "type", "core", "input_shapes", "input_dtypes", "input_formats",
+                "output_shapes", "output_dtypes", "output_formats")
+
+
+def read_db_rows(path: Path, source: str) -> ReadResult:
+    """One profiler DB -> ReadResult (BASE_SCHEMA + counters); InputError when unusable."""
+    try:
+        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(f"cannot open database ({exc})", path=str(path)) from None
+    try:
+        return _read(con, path, source)
+    except sqlite3.Error as exc:
+        raise InputError(f"unreadable or corrupt database ({exc})", path=str(path)) from None
+    finally:
+        con.close()
+
+
+def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    needed = {"COMPUTE_TASK_INFO", "TASK", "STRING_IDS"}
+    if not needed <= tables:
+        raise InputError("not a torch_npu profiler DB: table(s) "
+                         f"{', '.join(sorted(needed - tables))} missing", path=str(path),
+                         hint="pass ascend_pytorch_profiler_<rank>.db")
+    strings = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    task_cols = _columns(con, "TASK")
+    info_cols = _columns(con, "COMPUTE_TASK_INFO")
+    sel = ["c.globalTaskId"]
+    sel += [f"t.{k}" if k in task_cols else "NULL" for k in _TASK_COLS]
+    sel += [f"c.{k}" if k in info_cols else "NULL" for k in _INFO_COLS]
+    rows = con.execute(f"SELECT {', '.join(sel)} FROM COMPUTE_TASK_INFO c "
+                       "JOIN TASK t ON t.globalTaskId = c.globalTaskId ORDER BY t.startNs").fetchall()
+    names = ["global_task_id", *_TASK_COLS.values(), *_INFO_COLS.values()]
+    df = pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+    rows_read = df.height
+    if rows_read == 0:
+        raise InputError("database holds no compute tasks", path=str(path))
+
+    df = df.with_columns([pl.col(c).cast(pl.Int64, strict=False)
+                          .replace_strict(strings, default=None, return_dtype=pl.Utf8).alias(c)
+                          for c in _STRING_REFS])
+    df = df.with_columns([clean_text(pl.col(c)).alias(c) for c in _STRING_REFS])
+    df = df.with_columns(
+        strip_prefix(pl.col("input_dtypes"), "DT_"), strip_prefix(pl.col("output_dtypes"), "DT_"),
+        strip_prefix(pl.col("input_formats"), "FORMAT_"),
+        strip_prefix(pl.col("output_formats"), "FORMAT_"),
+        pl.col("stream").cast(pl.Utf8),
+        ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("dur_us"),
+        (pl.col("wait_ns").cast(pl.Float64) / 1000.0).alias("wait_us"),
+        pl.lit(source).alias("source"))
+    df = df.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
+    bad = df.filter(pl.col("start_ns").is_null() | pl.col("dur_us").is_null()
+                    | (pl.col("dur_us") < 0) | pl.col("name").is_null())
+    df = df.filter(pl.col("global_task_id").is_in(bad["global_task_id"].implode()).not_())
+    samples = [f"{source}:task {g}: missing time or name" for g in bad["global_task_id"].head(5)]
+
+    if "TASK_PMU_INFO" in tables:
+        df = df.join(_counters(con, strings), on="global_task_id", how="left")
+    if "COMMUNICATION_OP" in tables:
+        df = pl.concat([df, _communication(con, strings, source)], how="diagonal_relaxed")
+    if "STEP_TIME" in tables:
+        df = _assign_steps(con, df)
+    df, memsets = drop_memset(df.drop("end_ns", "wait_ns", "global_task_id", strict=False))
+    notes = [f"{source}: {memsets} MemSet helper kernel(s) excluded"] if memsets else []
+    result = ReadResult(conform(df.sort("start_ns")), rows_read=rows_read, skipped=bad.height,
+                        samples=samples, notes=notes)
+    result.meta.update(_facts(con, tables, strings))
+    return result
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+
+
+def _counters(con: sqlite3.Connection, strings: dict) -> pl.DataFrame:
+    """TASK_PMU_INFO pairs -> one column per counter, named and scaled like the CSV export."""
+    pmu = pl.DataFrame(con.execute("SELECT globalTaskId, name, value FROM TASK_PMU_INFO").fetchall(),
+                       schema={"global_task_id": pl.Int64, "name": pl.Int64, "value": pl.Float64},
+                       orient="row")
+    if pmu.height == 0:
+        return pl.DataFrame(schema={"global_task_id": pl.Int64})
+    pmu = pmu.with_columns(pl.col("name").replace_strict(strings, default=None, return_dtype=pl.Utf8))
+    wide = pmu.drop_nulls("name").pivot(on="name", index="global_task_id", values="value",
+                                        aggregate_function="first")
+    renames, scaled = {}, []
+    for col in wide.columns:
+        if col == "global_task_id":
+            continue
+        new = C.DB_COUNTER_RENAMES.get(col) or (f"{col}_us" if col.endswith("_time") else col)
+        new = C.counter_name(new)
+        renames[col] = new
+        if new.endswith("_us"):
+            scaled.append(new)
+    wide = wide.rename(renames)
+    return wide.with_columns([(pl.col(c) / 1000.0) for c in scaled])
+
+
+def _communication(con: sqlite3.Connection, strings: dict, source: str) -> pl.DataFrame:
+    cols = _columns(con, "COMMUNICATION_OP")
+    op_type = "opType" if "opType" in cols else "NULL"
+    rows = con.execute(f"SELECT opName, {op_type}, startNs, endNs FROM COMMUNICATION_OP").fetchall()
+    df = pl.DataFrame(rows, schema={"name": pl.Int64, "type": pl.Int64, "start_ns": pl.Int64,
+                                    "end_ns": pl.Int64}, orient="row")
+    return df.with_columns(
+        pl.col("name").replace_strict(strings, default=None, return_dtype=pl.Utf8),
+        pl.col("type").replace_strict(strings, default=None, return_dtype=pl.Utf8),
+        pl.lit("HCCL").alias("core"), pl.lit(source).alias("source"),
+        ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("dur_us"),
+    ).filter(pl.col("name").is_not_null() & pl.col("start_ns").is_not_null())
+
+
+def _assign_steps(con: sqlite3.Connection, df: pl.DataFrame) -> pl.DataFrame:
+    """STEP_TIME(id, startNs, endNs): a task belongs to the step whose span holds its start."""
+    steps = pl.DataFrame(con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchall(),
+                         schema={"step": pl.Int64, "step_start": pl.Int64, "step_end": pl.Int64},
+                         orient="row").drop_nulls().sort("step_start")
+    if steps.height == 0:
+        return df
+    df = df.drop("step", strict=False).sort("start_ns")
+    joined = df.join_asof(steps, left_on="start_ns", right_on="step_start", strategy="backward")
+    inside = pl.col("start_ns") <= pl.col("step_end")
+    return joined.with_columns(pl.when(inside).then(pl.col("step")).otherwise(None).alias("step")
+                               ).drop("step_start", "step_end")
+
+
+def _facts(con: sqlite3.Connection, tables: set[str], strings: dict) -> dict:
+    facts: dict = {}
+    if "NPU_INFO" in tables:
+        row = con.execute("SELECT name FROM NPU_INFO LIMIT 1").fetchone()
+        if row and isinstance(row[0], str) and row[0].strip():
+            facts["soc"] = row[0].strip()
+    if "AICORE_FREQ" in tables:
+        row = con.execute("SELECT freq FROM AICORE_FREQ WHERE freq > 0 "
+                          "GROUP BY freq ORDER BY COUNT(*) DESC LIMIT 1").fetchone()
+        if row and row[0]:
+            facts["freq_mhz"] = float(row[0])
+    if "RANK_DEVICE_MAP" in tables:
+        row = con.execute("SELECT rankId FROM RANK_DEVICE_MAP LIMIT 1").fetchone()
+        if row and isinstance(row[0], int) and row[0] >= 0:
+            facts["rank"] = row[0]
+    return facts

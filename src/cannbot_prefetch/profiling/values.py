@@ -1,0 +1,81 @@
+"""Vectorized value cleanup shared by the readers (polars expressions, no row loops).
+
+Exports quote shapes (three double quotes around `32,9216;4096` in the file), end start times with a TAB, write
+`N/A` where a cell does not apply and prefix dtypes/formats with `DT_`/`FORMAT_`. Start times
+carry up to 19 significant digits, more than a float holds, so they are parsed as decimals.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+import polars as pl
+
+NULL_TOKENS = ("N/A", "NA", "n/a", "None", "NULL", "null", "")
+_MAX_US = 9_000_000_000_000_000  # µs; times 1000 still fits int64 ns (max ~9.22e18)
+_DECIMAL_RE = r"^\d+(\.\d*)?$"
+
+
+def clean_text(expr: pl.Expr) -> pl.Expr:
+    """Trim whitespace/TABs/CR and surrounding quotes; `N/A` and empty -> null."""
+    text = expr.str.strip_chars(" \t\r\n").str.strip_chars('"').str.strip_chars(" \t\r\n")
+    return pl.when(text.is_in(NULL_TOKENS)).then(None).otherwise(text)
+
+
+def strip_prefix(expr: pl.Expr, prefix: str) -> pl.Expr:
+    """`DT_BF16;DT_BF16` -> `BF16;BF16` (every `;`-separated entry)."""
+    return expr.str.replace_all(rf"(^|;){prefix}", "${1}")
+
+
+def to_float(expr: pl.Expr) -> pl.Expr:
+    """Cleaned text -> Float64; garbage -> null (callers compare with the text to count it)."""
+    return expr.cast(pl.Float64, strict=False)
+
+
+def to_int(expr: pl.Expr) -> pl.Expr:
+    """Cleaned text -> Int64 via Float64, so `48` and `48.0` both parse; garbage -> null."""
+    as_float = expr.cast(pl.Float64, strict=False)
+    ok = as_float.is_finite() & (as_float.abs() < 9.0e18)
+    return pl.when(ok).then(as_float.round(0)).otherwise(None).cast(pl.Int64)
+
+
+def us_text_to_ns(expr: pl.Expr) -> pl.Expr:
+    """Decimal µs text -> integer ns, exactly: `1736408883716197.363` -> 1736408883716197363.
+
+    Split at the dot, pad the fraction to 3 digits (sub-ns digits are dropped), combine as
+    integers. Never via float, never by deleting the dot (which breaks on 0-2 decimals).
+    """
+    valid = expr.str.contains(_DECIMAL_RE)
+    whole = expr.str.extract(r"^(\d+)", 1).cast(pl.Int64, strict=False)
+    frac = (expr.str.extract(r"\.(\d*)$", 1).fill_null("").str.pad_end(3, "0")
+            .str.slice(0, 3).cast(pl.Int64, strict=False))
+    ok = valid & whole.is_not_null() & (whole < _MAX_US)
+    return pl.when(ok).then(whole * 1000 + frac).otherwise(None).cast(pl.Int64)
+
+
+def text_to_ns(value: object) -> int | None:
+    """One decimal µs value (str/int/float text) -> integer ns; None when it is not a number.
+
+    For the JSON readers, which parse floats as text so no digit is lost.
+    """
+    if value is None:
+        return None
+    text = str(value).strip().strip('"').strip()
+    try:
+        dec = Decimal(text)
+    except InvalidOperation:
+        return None
+    if not dec.is_finite():
+        return None
+    return int((dec * 1000).to_integral_value(rounding="ROUND_FLOOR"))
+
+
+def to_number(value: object) -> float | None:
+    """A JSON cell -> float, or None for N/A / garbage."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(str(value).strip().strip('"'))
+    except ValueError:
+        return None
+    return out if out == out and abs(out) != float("inf") else None
