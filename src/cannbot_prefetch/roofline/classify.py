@@ -1,0 +1,337 @@
+"""Group MatMul-family kernels by signature and give each a roofline verdict (CONTRACTS.md).
+
+A signature is type + input shapes + input dtypes + input formats. For each: count, total and mean
+time, share of step time, FLOPs / bytes (cost.py), arithmetic intensity, ridge, t_compute,
+t_memory, the analytic verdict, and the measured verdict from PipeUtilization counters when the
+profile has them. Disagreements and implausible shapes become a `note`, never an error.
+
+    roof = classify(profile.table, hw)
+    for sig in select_top(roof, 10):
+        ...
+    roof.table.df["sig_id"]   # index into roof.signatures for MatMul-family rows, else null
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import polars as pl
+
+from ..hardware import HardwareProfile
+from ..profiling.table import KernelTable
+from ..settings import policy as load_policy
+from .cost import OpCost, cost_or_reason
+from .families import FamilyRules, default_rules
+
+
+class Verdict:
+    """Verdict values (plain strings in JSON)."""
+
+    MEMORY = "memory-bound"
+    COMPUTE = "compute-bound"
+    LATENCY = "latency-bound"
+    UNKNOWN = "unknown"           # no usable shapes: no analytic verdict
+
+
+FLAG_INCONSISTENT = "inconsistent_shapes"   # measured faster than the compute roof
+FLAG_COMMUNICATION = "contains_communication"
+
+# CONTRACTS.md analyze JSON `signatures[...]` keys, in order.
+JSON_KEYS = ("type", "input_shapes", "dtypes", "formats", "count", "total_us", "mean_us", "share",
+             "flops", "bytes", "weight_bytes", "ai", "ridge", "t_compute_us", "t_memory_us",
+             "verdict", "measured_verdict", "note")
+
+
+@dataclass(frozen=True)
+class SignatureCost:
+    sig_id: int
+    type: str
+    family: str
+    input_shapes: str | None
+    dtypes: str | None
+    formats: str | None
+    count: int
+    total_us: float
+    mean_us: float | None
+    share: float | None             # of total step time (Roofline.share_basis says which)
+    flops: float | None
+    bytes: int | None
+    weight_bytes: int | None
+    ai: float | None
+    ridge: float | None
+    t_compute_us: float | None
+    t_memory_us: float | None
+    verdict: str                    # analytic (Verdict.*)
+    measured_verdict: str | None    # from counters, None without them
+    note: str
+    m: int | None = None
+    n: int | None = None
+    k: int | None = None
+    batch: int | None = None
+    weight_shape: tuple[int, ...] | None = None
+    compute_dtype: str | None = None
+    peak_tflops: float | None = None
+    mean_mac_ratio: float | None = None
+    mean_mte2_ratio: float | None = None
+    experts: int | None = None
+    contains_communication: bool = False
+    output_shapes: str | None = None
+    name: str | None = None         # first kernel name seen
+    flags: tuple[str, ...] = ()
+    samples: tuple[str, ...] = ()   # "source:row" of the first rows
+
+    @property
+    def final_verdict(self) -> str:
+        """Measured when counters exist, else analytic."""
+        return self.measured_verdict or self.verdict
+
+    @property
+    def shapes_consistent(self) -> bool:
+        return FLAG_INCONSISTENT not in self.flags
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly CONTRACTS.md's signature keys."""
+        return {k: getattr(self, k) for k in JSON_KEYS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field (for debugging and later stages)."""
+        d = asdict(self)
+        d["weight_shape"] = list(self.weight_shape) if self.weight_shape else None
+        d["flags"], d["samples"] = list(self.flags), list(self.samples)
+        return d
+
+
+@dataclass(frozen=True)
+class Roofline:
+    signatures: tuple[SignatureCost, ...]   # sorted by total time, descending; sig_id = index
+    table: KernelTable                       # input table + Int64 `sig_id`
+    hardware: HardwareProfile
+    step_time_us: float | None
+    share_basis: str                         # "steps" | "timeline" | "none"
+    notes: tuple[str, ...] = ()
+
+    def signatures_json(self) -> list[dict[str, Any]]:
+        return [s.to_json() for s in self.signatures]
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+def measured_verdict(mac: float | None, mte2: float | None, pol: dict[str, Any]) -> str | None:
+    """PipeUtilization rule (policy.yaml verdict.*): None when the counters are absent."""
+    if mac is None and mte2 is None:
+        return None
+    mac, mte2 = mac or 0.0, mte2 or 0.0
+    if mte2 >= pol["measured_memory_mte2_ratio"] and mte2 > mac:
+        return Verdict.MEMORY
+    if mac >= pol["measured_compute_mac_ratio"] and mac >= mte2:
+        return Verdict.COMPUTE
+    return Verdict.LATENCY
+
+
+def analytic_verdict(ai: float, ridge: float, t_compute_us: float, t_memory_us: float,
+                     mean_us: float | None, pol: dict[str, Any]) -> str:
+    if mean_us and max(t_compute_us, t_memory_us) < pol["latency_roofline_share"] * mean_us:
+        return Verdict.LATENCY
+    return Verdict.MEMORY if ai < ridge else Verdict.COMPUTE
+
+
+def _why(verdict: str, *, ai: float | None, ridge: float | None, roof_us: float | None,
+         mean_us: float | None, mac: float | None, mte2: float | None, pol: dict[str, Any],
+         measured: bool) -> str:
+    if measured:
+        if verdict == Verdict.MEMORY:
+            return f"mte2 {mte2 or 0:.2f} >= {pol['measured_memory_mte2_ratio']} and > mac {mac or 0:.2f}"
+        if verdict == Verdict.COMPUTE:
+            return f"mac {mac or 0:.2f} >= {pol['measured_compute_mac_ratio']} and >= mte2 {mte2 or 0:.2f}"
+        return (f"neither mte2 {mte2 or 0:.2f} nor mac {mac or 0:.2f} reaches "
+                f"{pol['measured_memory_mte2_ratio']}")
+    if verdict == Verdict.LATENCY and roof_us is not None and mean_us:
+        return (f"roofline time {roof_us:.3g} us is under {pol['latency_roofline_share']:.0%} of the "
+                f"measured {mean_us:.3g} us")
+    if ai is not None and ridge is not None:
+        rel = "<" if verdict == Verdict.MEMORY else ">="
+        return f"AI {ai:.3g} {rel} ridge {ridge:.3g} FLOP/B"
+    return ""
+
+
+def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[str, Any]) -> SignatureCost:
+    family = row["__family"]
+    cost, reason = cost_or_reason(family, row["__type"], row["input_shapes"], row["input_dtypes"],
+                                  row["input_formats"], row["output_shapes"], row["output_dtypes"],
+                                  row["output_formats"])
+    mean_us = row["mean_us"]
+    mac, mte2 = row.get("mac"), row.get("mte2")
+    measured = measured_verdict(mac, mte2, pol)
+    notes: list[str] = []
+    flags: list[str] = []
+    fields: dict[str, Any] = {}
+    verdict = Verdict.UNKNOWN
+    if cost is None:
+        notes.append(f"no roofline: {reason}")
+    else:
+        fields, verdict = _costed(cost, hw, mean_us, pol, notes, flags)
+    if measured is not None and verdict != Verdict.UNKNOWN and measured != verdict:
+        m_why = _why(measured, ai=None, ridge=None, roof_us=None, mean_us=mean_us, mac=mac,
+                     mte2=mte2, pol=pol, measured=True)
+        a_why = _why(verdict, ai=fields.get("ai"), ridge=fields.get("ridge"),
+                     roof_us=max(fields["t_compute_us"], fields["t_memory_us"]), mean_us=mean_us,
+                     mac=mac, mte2=mte2, pol=pol, measured=False)
+        notes.insert(0, f"counters say {measured} ({m_why}); shapes say {verdict} ({a_why})")
+    if cost is not None and cost.contains_communication:
+        flags.append(FLAG_COMMUNICATION)
+    samples = tuple(s for s in (row.get("samples") or []) if s)
+    return SignatureCost(
+        sig_id=sig_id, type=row["__type"], family=family, input_shapes=row["input_shapes"],
+        dtypes=row["input_dtypes"], formats=row["input_formats"], count=int(row["count"]),
+        total_us=float(row["total_us"] or 0.0), mean_us=mean_us, share=row.get("share"),
+        flops=cost.flops if cost else None, bytes=cost.bytes if cost else None,
+        weight_bytes=cost.weight_bytes if cost else None, ai=fields.get("ai"),
+        ridge=fields.get("ridge"), t_compute_us=fields.get("t_compute_us"),
+        t_memory_us=fields.get("t_memory_us"), verdict=verdict, measured_verdict=measured,
+        note="; ".join(notes), m=cost.m if cost else None, n=cost.n if cost else None,
+        k=cost.k if cost else None, batch=cost.batch if cost else None,
+        weight_shape=cost.weight_shape if cost else None,
+        compute_dtype=cost.compute_dtype if cost else None, peak_tflops=fields.get("peak_tflops"),
+        mean_mac_ratio=mac, mean_mte2_ratio=mte2, experts=cost.experts if cost else None,
+        contains_communication=bool(cost and cost.contains_communication),
+        output_shapes=row["output_shapes"], name=row.get("name"), flags=tuple(flags), samples=samples)
+
+
+def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[str, Any],
+            notes: list[str], flags: list[str]) -> tuple[dict[str, Any], str]:
+    key, stand_in = hw.peak_basis(cost.compute_dtype)
+    peak = hw.peaks_tflops[key]
+    t_c = cost.flops / (peak * 1e12) * 1e6
+    t_m = cost.bytes / hw.hbm_bw_bytes_per_s * 1e6
+    ridge = peak * 1e12 / hw.hbm_bw_bytes_per_s
+    ai = cost.ai
+    verdict = analytic_verdict(ai, ridge, t_c, t_m, mean_us, pol)
+    if mean_us and t_c > 0 and mean_us < pol["min_duration_vs_compute_roof"] * t_c:
+        flags.append(FLAG_INCONSISTENT)
+        notes.append(f"measured {mean_us:.4g} us is faster than the compute roof {t_c:.4g} us "
+                     f"(x{t_c / mean_us:.1f}): the shapes are inconsistent, the analytic verdict "
+                     "is unreliable")
+    if stand_in:
+        notes.append(stand_in)
+    if "ASSUMPTION" in hw.sources.get(f"peaks_tflops.{key}", "").upper():
+        notes.append(f"the {key} peak {peak:g} TFLOPS of {hw.name} is an assumption "
+                     "(--peak-tflops to set it)")
+    notes.extend(cost.notes)
+    return {"ai": ai, "ridge": ridge, "t_compute_us": t_c, "t_memory_us": t_m,
+            "peak_tflops": peak}, verdict
+
+
+# --- the table pass --------------------------------------------------------------------------------
+_KEYS = ("__type", "input_shapes", "input_dtypes", "input_formats")
+
+
+def _with_family(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
+    """Add `__type` (type, or the one implied by the name when missing) and `__family`."""
+    name_map: dict[str, str | None] = {}
+    if df["type"].null_count():
+        names = df.filter(pl.col("type").is_null())["name"].drop_nulls().unique().to_list()
+        name_map = {n: rules.type_from_name(n) for n in names}
+    df = df.with_columns(
+        pl.coalesce(pl.col("type"),
+                    pl.col("name").replace_strict(name_map, default=None, return_dtype=pl.Utf8)
+                    if name_map else pl.lit(None, dtype=pl.Utf8)).alias("__type"))
+    fam_map = {t: rules.family_of_type(t) for t in df["__type"].drop_nulls().unique().to_list()}
+    fam = pl.col("__type").replace_strict(fam_map, default=None, return_dtype=pl.Utf8)
+    excluded = pl.lit(False)
+    for suffix in rules.exclude_suffixes:
+        excluded = excluded | pl.col("name").str.to_lowercase().str.ends_with(suffix).fill_null(False)
+    return df.with_columns(pl.when(excluded).then(None).otherwise(fam).alias("__family"))
+
+
+def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
+    if col in df.columns:
+        return pl.col(col).cast(pl.Float64, strict=False).mean()
+    return pl.lit(None, dtype=pl.Float64)
+
+
+def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
+    """(total step time in us, basis, note)."""
+    timed = df.filter(pl.col("start_ns").is_not_null())
+    if timed.is_empty():
+        return None, "none", "share not computed: no start times"
+    end = pl.col("start_ns") + (pl.col("dur_us").fill_null(0.0) * 1000.0).cast(pl.Int64)
+    if timed["step"].null_count() < timed.height:
+        spans = (timed.filter(pl.col("step").is_not_null()).group_by("step")
+                 .agg((end.max() - pl.col("start_ns").min()).alias("span")))
+        total = float(spans["span"].sum()) / 1000.0
+        steps = spans.height
+        return total, "steps", (f"share = signature time / sum of the {steps} step span(s) "
+                                f"({total:.6g} us, first kernel start to last kernel end per step)")
+    total = float(timed.select(end.max() - pl.col("start_ns").min()).item()) / 1000.0
+    return total, "timeline", (f"share = signature time / span of the whole timeline ({total:.6g} us): "
+                               "the profile has no Step Id")
+
+
+def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] | None = None,
+             rules: FamilyRules | None = None) -> Roofline:
+    """Roofline of every MatMul-family signature in `table` on `hw`."""
+    pol = (policy or load_policy())["verdict"]
+    rules = rules or default_rules()
+    df = table.df
+    notes: list[str] = [f"hardware {hw.name} ({hw.detected_from}); HBM {hw.hbm_bw_tbps:g} TB/s"]
+    if df.height == 0:
+        out = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("sig_id"))
+        return Roofline((), KernelTable(out), hw, None, "none", tuple(notes + ["empty kernel table"]))
+    step_us, basis, share_note = _step_time(df)
+    notes.append(share_note)
+
+    work = _with_family(df.with_row_index("__idx"), rules)
+    mm = work.filter(pl.col("__family").is_not_null()).with_columns(
+        [pl.col(c).fill_null("\x00").alias(f"__k{i}") for i, c in enumerate(_KEYS)])
+    kcols = [f"__k{i}" for i in range(len(_KEYS))]
+    sample = (pl.col("source").fill_null("?") + ":" + pl.col("row").cast(pl.Utf8).fill_null("?"))
+    groups = (mm.group_by(kcols, maintain_order=True).agg(
+        pl.first("__type"), pl.first("__family"), pl.first("input_shapes"),
+        pl.first("input_dtypes"), pl.first("input_formats"), pl.first("output_shapes"),
+        pl.first("output_dtypes"), pl.first("output_formats"), pl.first("name"),
+        pl.len().alias("count"), pl.col("dur_us").sum().alias("total_us"),
+        pl.col("dur_us").mean().alias("mean_us"), pl.col("start_ns").min().alias("__first"),
+        _counter(mm, "aic_mac_ratio").alias("mac"), _counter(mm, "aic_mte2_ratio").alias("mte2"),
+        sample.head(3).alias("samples"))
+        .sort(["total_us", "__first"], descending=[True, False], nulls_last=True)
+        .with_row_index("sig_id"))
+
+    sigs: list[SignatureCost] = []
+    for row in groups.iter_rows(named=True):
+        if step_us:
+            row["share"] = float(row["total_us"] or 0.0) / step_us
+        sigs.append(_signature(int(row["sig_id"]), row, hw, pol))
+
+    ids = mm.select("__idx", *kcols).join(groups.select(*kcols, "sig_id"), on=kcols, how="left")
+    out = (work.select("__idx").join(ids.select("__idx", "sig_id"), on="__idx", how="left")
+           .sort("__idx"))
+    table_out = KernelTable(df.with_columns(out["sig_id"].cast(pl.Int64).alias("sig_id")))
+
+    if not sigs:
+        notes.append("no MatMul-family kernels found (types per configs/op_classes.yaml matmul_family)")
+    if (work["type"].null_count() == work.height) and sigs:
+        notes.append("op types are missing (Level0 export?): MatMuls recognised by kernel name only")
+    flagged = sum(1 for s in sigs if FLAG_INCONSISTENT in s.flags)
+    if flagged:
+        notes.append(f"{flagged} signature(s) measured faster than their compute roof: shapes "
+                     "inconsistent (flagged, not dropped)")
+    return Roofline(tuple(sigs), table_out, hw, step_us, basis, tuple(notes))
+
+
+def select_top(roofline: Roofline, n: int = 10, verdict: str = Verdict.MEMORY, *,
+               by: str = "either") -> list[SignatureCost]:
+    """Top `n` signatures with `verdict`, by total time. `by`: "analytic", "measured", "final"
+    (measured when counters exist, else analytic) or "either" (default: analytic or measured says
+    so; the note explains a disagreement)."""
+    def hit(s: SignatureCost) -> bool:
+        if by == "analytic":
+            return s.verdict == verdict
+        if by == "measured":
+            return s.measured_verdict == verdict
+        if by == "final":
+            return s.final_verdict == verdict
+        if by == "either":
+            return verdict in (s.verdict, s.measured_verdict)
+        raise ValueError(f"select_top: unknown by={by!r}")
+    chosen = [s for s in roofline.signatures if hit(s)]
+    return sorted(chosen, key=lambda s: -s.total_us)[:max(0, n)]
