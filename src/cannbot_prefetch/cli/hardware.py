@@ -1,1 +1,177 @@
-"""`cannbot prefetch hardware` (being built)."""
+"""`cannbot prefetch hardware list | show NAME | calibrate [--out PATH]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .. import hardware as hwmod
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+
+hw_app = typer.Typer(no_args_is_help=True,
+                     help="Hardware profiles: list, show (every number with its source), calibrate.")
+prefetch.add_typer(hw_app, name="hardware")
+
+_TEXT = {
+    "en": {"part": "part", "aliases": "aliases", "cores": "cube/vec", "mhz": "MHz",
+           "fp16": "bf16 TFLOPS", "int8": "int8 TOPS", "hbm": "HBM TB/s", "l2": "L2 MiB",
+           "kind": "kind", "measured": "measured here", "shipped": "shipped",
+           "field": "field", "value": "value", "source": "source",
+           "more": "`cannbot prefetch hardware show NAME` lists each number with its source.",
+           "written": "wrote {path}", "use": "use it with --hardware cpu"},
+    "zh": {"part": "型号", "aliases": "别名", "cores": "cube/vec", "mhz": "MHz",
+           "fp16": "bf16 TFLOPS", "int8": "int8 TOPS", "hbm": "HBM TB/s", "l2": "L2 MiB",
+           "kind": "来源", "measured": "本机实测", "shipped": "内置",
+           "field": "字段", "value": "数值", "source": "出处",
+           "more": "`cannbot prefetch hardware show NAME` 列出每个数值及其出处。",
+           "written": "已写入 {path}", "use": "使用 --hardware cpu 选用该配置"},
+}
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % (div // 1024 or 1) == 0:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _short(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}" if v >= 100 else f"{v:.4g}"
+
+
+def _distinct_aliases(p: hwmod.HardwareProfile) -> list[str]:
+    """Aliases other than the name, one per case-insensitive spelling."""
+    seen = {p.name.lower()}
+    out = []
+    for a in p.aliases:
+        if a.lower() not in seen:
+            seen.add(a.lower())
+            out.append(a)
+    return out
+
+
+def _list_json(profiles: list[hwmod.HardwareProfile]) -> list[dict[str, Any]]:
+    return [{"name": p.name, "aliases": list(p.aliases), "vendor": p.vendor, "measured": p.measured,
+             "cube_cores": p.cube_cores, "vector_cores": p.vector_cores, "freq_mhz": p.freq_mhz,
+             "peaks_tflops": dict(p.peaks_tflops), "hbm_bw_tbps": p.hbm_bw_tbps,
+             "l2_bytes": p.l2_bytes, "hbm_bytes": p.hbm_bytes, "cmo_bw_gbps": p.cmo_bw_gbps,
+             "path": p.path} for p in profiles]
+
+
+def _rows(p: hwmod.HardwareProfile) -> list[tuple[str, str, str]]:
+    """(field, value, source) for every number of a profile."""
+    src = p.sources
+    rows = [
+        ("cube_cores", _num(p.cube_cores), src.get("cube_cores", "")),
+        ("vector_cores", _num(p.vector_cores), src.get("vector_cores", "")),
+        ("freq_mhz", _num(p.freq_mhz), src.get("freq_mhz", "")),
+    ]
+    for key, value in p.peaks_tflops.items():
+        unit = "TOPS" if key.startswith("int") else "TFLOPS"
+        rows.append((f"peaks_tflops.{key}", f"{value:g} {unit}", src.get(f"peaks_tflops.{key}", "")))
+    rows += [
+        ("hbm_bw_tbps", f"{p.hbm_bw_tbps:g} TB/s", src.get("hbm_bw_tbps", "")),
+        ("hbm_bw_ini_tbps", "-" if p.hbm_bw_ini_tbps is None else f"{p.hbm_bw_ini_tbps:g} TB/s",
+         src.get("hbm_bw_ini_tbps", "")),
+        ("ridge (bf16)", f"{p.ridge('bf16'):.1f} FLOP/B", "peaks_tflops.bf16 / hbm_bw_tbps"),
+        ("l2_bytes", _size(p.l2_bytes), src.get("l2_bytes", "")),
+        ("hbm_bytes", _size(p.hbm_bytes), src.get("hbm_bytes", "")),
+        ("cmo_bw_gbps", f"{p.cmo_bw_gbps:g} GB/s", src.get("cmo_bw_gbps", "")),
+    ]
+    return rows
+
+
+def _show_table(p: hwmod.HardwareProfile, t: dict[str, str]) -> Table:
+    kind = t["measured"] if p.measured else t["shipped"]
+    aliases = ", ".join(_distinct_aliases(p)) or "-"
+    table = Table(title=f"{p.name} ({p.vendor}, {kind}; {t['aliases']}: {aliases})",
+                  caption=p.path, show_lines=False)
+    table.add_column(t["field"], no_wrap=True)
+    table.add_column(t["value"], justify="right", no_wrap=True)
+    table.add_column(t["source"], overflow="fold")
+    for field, value, source in _rows(p):
+        table.add_row(field, value, source)
+    return table
+
+
+@hw_app.command("list")
+def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
+    """Every known part (shipped, and calibrated in the user folder)."""
+    t = _TEXT[check_lang(lang)]
+
+    def body() -> None:
+        profiles = hwmod.available()
+        if as_json:
+            print(json.dumps({"hardware": _list_json(profiles), "user_dir": str(hwmod.user_dir())},
+                             indent=2))
+            return
+        table = Table(title="cannbot prefetch hardware", box=box.SIMPLE_HEAD, pad_edge=False,
+                      collapse_padding=True)
+        for col in (t["part"], t["cores"], t["mhz"], t["fp16"], t["int8"], t["hbm"], t["l2"]):
+            table.add_column(col, justify="left" if col == t["part"] else "right", no_wrap=True)
+        for p in profiles:
+            fp16 = p.peaks_tflops.get("bf16", p.peaks_tflops.get("fp16", p.peaks_tflops.get("fp32")))
+            label = f"{p.name} ({t['measured']})" if p.measured else p.name
+            table.add_row(label, f"{_num(p.cube_cores)}/{_num(p.vector_cores)}", _num(p.freq_mhz),
+                          _short(fp16), _short(p.peaks_tflops.get("int8")), f"{p.hbm_bw_tbps:.4g}",
+                          "-" if p.l2_bytes is None else f"{p.l2_bytes / (1 << 20):g}")
+        console = Console()
+        console.print(table)
+        console.print(t["more"])
+
+    guarded(debug, body)
+
+
+@hw_app.command("show")
+def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 910B3, Ascend910B3.")],
+             as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
+    """One part: every number with its source."""
+    t = _TEXT[check_lang(lang)]
+
+    def body() -> None:
+        prof = hwmod.load(name)
+        if as_json:
+            doc = prof.to_yaml_dict()
+            doc["path"] = prof.path
+            doc["ridge_bf16"] = prof.ridge("bf16")
+            print(json.dumps(doc, indent=2, ensure_ascii=False))
+            return
+        Console().print(_show_table(prof, t))
+
+    guarded(debug, body)
+
+
+@hw_app.command("calibrate")
+def calibrate_cmd(
+    out: Annotated[str | None, typer.Option("--out", help="YAML file or folder to write (default: the user folder).")] = None,
+    seconds: Annotated[float, typer.Option("--seconds", help="Time budget of the measurement.")] = 3.0,
+    as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en",
+) -> None:
+    """Measure this host's matmul rate and memory bandwidth; write a `cpu` profile."""
+    t = _TEXT[check_lang(lang)]
+
+    def body() -> None:
+        print("calibrating: timing matmuls and a large copy (a few seconds)...", file=sys.stderr)
+        prof = hwmod.calibrate(out, seconds=seconds)
+        if as_json:
+            doc = prof.to_yaml_dict()
+            doc["path"] = prof.path
+            print(json.dumps(doc, indent=2, ensure_ascii=False))
+            return
+        console = Console()
+        console.print(_show_table(prof, t))
+        console.print(t["written"].format(path=prof.path) + "; " + t["use"])
+
+    guarded(debug, body)
