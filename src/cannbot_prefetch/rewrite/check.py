@@ -1,0 +1,343 @@
+"""Where a site goes, and whether its dependency is legal there (static, no torch).
+
+The rule (seed 003 "图模式下的依赖节点", CONTRACTS "Defaults"): the dependency must be defined
+before the insertion point in the method that receives the call, and its value must flow into the
+call that runs the target, directly or through the statements in between, *after* the insertion
+point. A dependency that only reaches the target through a value computed before the prefetch
+(the seed's wrong example: `x` feeds `self.attention(x)` whose output feeds the MLP) is refused:
+in GE graph mode the Cmo node would hang off a stale node.
+
+`dependency_problem(module_code, site)` is the public entry point (the planner calls it);
+`locate(view, site)` returns a `Placement` for the rewriter or a `Problem`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from ..plan import Site
+from .source import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
+
+# kinds: "missing" = the plan names something that is not in the file (bad input, exit 2);
+#        "unsafe"  = it is there but there is no safe insertion (the site is refused, others go on)
+MISSING, UNSAFE = "missing", "unsafe"
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    site: Site
+    cls: ClassInfo
+    method: Method
+    stmt: Stmt                 # the statement the call goes before / after
+    line: int                  # insert the new line before this 1-based line number
+    indent: str
+    guard: str | None          # a path that may be None / absent (conditional module, next layer)
+    note: str = ""
+
+
+def dependency_problem(module_code: str, site: Site) -> str | None:
+    """None when the site's dependency is legal at its insertion point, else the reason."""
+    try:
+        view = parse_view(module_code)
+    except cst.ParserSyntaxError as exc:
+        return f"the file does not parse: {str(exc).splitlines()[0]}"
+    result = locate(view, site)
+    return result.message if isinstance(result, Problem) else None
+
+
+def _strip_forward(path: str) -> str:
+    return path[: -len(".forward")] if path.endswith(".forward") else path
+
+
+def _anchor_matches(call: cst.Call, anchor: str) -> bool:
+    d = dotted(call.func)
+    if d is None:
+        return False
+    anchor = _strip_forward(anchor)
+    return d == anchor or _strip_forward(d) == anchor
+
+
+def _find_class(view: SourceView, name: str, site: Site, role: str) -> ClassInfo | Problem:
+    cls = view.classes.get(name)
+    if cls is not None:
+        return cls
+    alias = view.aliases.get(name)
+    if alias is not None:
+        orig = "" if alias.original == name else f" as an alias of {alias.original}"
+        return Problem(UNSAFE, f"{role} class {name} is imported from {alias.source}{orig}, not "
+                               f"defined in this file: plan the site in that module's file")
+    return Problem(MISSING, f"{role} class {name} is not defined in this file")
+
+
+def _base_with(view: SourceView, cls: ClassInfo, method: str) -> str | None:
+    seen = set()
+    todo = list(cls.bases)
+    while todo:
+        b = todo.pop(0).split(".")[-1]
+        if b in seen:
+            continue
+        seen.add(b)
+        info = view.classes.get(b)
+        if info is None:
+            continue
+        if method in info.methods:
+            return b
+        todo.extend(info.bases)
+    return None
+
+
+def _has_attr(view: SourceView, cls: ClassInfo, attr: str) -> bool:
+    first = attr.split(".")[0]
+    todo, seen = [cls], set()
+    while todo:
+        c = todo.pop()
+        if c.name in seen:
+            continue
+        seen.add(c.name)
+        if first in c.attrs:
+            return True
+        for b in c.bases:
+            info = view.classes.get(b.split(".")[-1])
+            if info is not None:
+                todo.append(info)
+    return False
+
+
+def _is_conditional(view: SourceView, cls: ClassInfo, attr: str) -> bool:
+    first = attr.split(".")[0]
+    return first in cls.conditional_attrs
+
+
+def _methods_reaching(cls: ClassInfo, pred) -> set[str]:
+    """Methods of cls whose body (or a self-method it calls) has a call satisfying pred."""
+    direct = {name for name, m in cls.methods.items() if any(pred(c) for s in m.stmts for c in s.calls)}
+    changed = True
+    while changed:
+        changed = False
+        for name, m in cls.methods.items():
+            if name in direct:
+                continue
+            for s in m.stmts:
+                for c in s.calls:
+                    d = dotted(c.func) or ""
+                    if d.startswith("self.") and d.count(".") == 1 and d[5:] in direct:
+                        direct.add(name)
+                        changed = True
+                        break
+                if name in direct:
+                    break
+    return direct
+
+
+def _target_refs(weight_expr: str) -> tuple[list[str], str]:
+    """Module paths whose call runs the target, and the weight's owner path."""
+    parts = weight_expr.split(".")
+    owner = ".".join(parts[:-1]) if parts[-1] == "weight" else weight_expr
+    refs = [".".join(parts[:k]) for k in range(2, len(parts) + 1)]
+    return refs, owner
+
+
+def _runs_target(call: cst.Call, refs: list[str], owner: str, helpers: set[str]) -> bool:
+    d = dotted(call.func)
+    if d is not None:
+        d = _strip_forward(d)
+        if d in refs:
+            return True
+        if d.startswith("self.") and d.count(".") == 1 and d[5:] in helpers:
+            return True
+    for a in call.args:
+        text = code_of(a.value)
+        if text == owner or text.startswith(owner + ".") or text.startswith(owner + "["):
+            return True
+    return False
+
+
+def _call_arg_names(call: cst.Call) -> set[str]:
+    out: set[str] = set()
+    for a in call.args:
+        out |= names_and_calls(a.value)[0]
+    return out
+
+
+def _find_anchor(cls: ClassInfo, method: Method, anchor: str) -> tuple[Method, Stmt] | None:
+    """The statement holding the anchor call: in the method, else in a self-method it calls."""
+    todo, seen = [method], set()
+    while todo:
+        m = todo.pop(0)
+        if m.name in seen:
+            continue
+        seen.add(m.name)
+        holder = None
+        for s in m.stmts:
+            if any(_anchor_matches(c, anchor) for c in s.calls):
+                holder = s
+                break
+        if holder is not None:
+            # a one-line compound statement: insert around the whole line
+            return m, holder
+        for s in m.stmts:
+            for c in s.calls:
+                d = dotted(c.func) or ""
+                if d.startswith("self.") and d.count(".") == 1 and d[5:] in cls.methods:
+                    todo.append(cls.methods[d[5:]])
+    return None
+
+
+def _enclosing_block_stmt(method: Method, holder: Stmt) -> Stmt:
+    """Walk out to the statement that sits directly in an indented block."""
+    if holder.in_block:
+        return holder
+    for s in method.stmts:  # pragma: no cover - every Stmt is created in a block
+        if s.start <= holder.start <= s.end and s.in_block:
+            return s
+    return holder
+
+
+def locate(view: SourceView, site: Site) -> Placement | Problem:
+    t, ins = site.target, site.insert
+    tcls = _find_class(view, t.cls, site, "target")
+    if isinstance(tcls, Problem):
+        return tcls
+    if not _has_attr(view, tcls, t.attr):
+        return Problem(MISSING, f"class {t.cls} has no attribute '{t.attr.split('.')[0]}' "
+                                f"(no `self.{t.attr.split('.')[0]} = ...` in its methods)")
+    icls = _find_class(view, ins.cls, site, "insert")
+    if isinstance(icls, Problem):
+        return icls
+    method = icls.methods.get(ins.method)
+    if method is None:
+        base = _base_with(view, icls, ins.method)
+        if base is not None:
+            return Problem(UNSAFE, f"{ins.cls} has no {ins.method} of its own (it inherits "
+                                   f"{base}.{ins.method}); inserting into {base} would change every "
+                                   f"subclass: plan the site on {base}")
+        return Problem(MISSING, f"class {ins.cls} has no method {ins.method}")
+    found = _find_anchor(icls, method, ins.anchor_call)
+    if found is None:
+        return Problem(MISSING, f"no call to {ins.anchor_call} in {ins.cls}.{ins.method} "
+                                f"(or the helper methods it calls)")
+    method, holder = found
+    stmt = _enclosing_block_stmt(method, holder)
+    where = f"{ins.cls}.{method.name}"
+    note = "" if method.name == ins.method else f"anchor found in helper method {where}"
+    stmts = method.stmts
+    k = stmts.index(stmt)
+    if ins.position == "after":
+        if stmt.is_return:
+            return Problem(UNSAFE, f"{ins.anchor_call} is called inside `return` in {where}: "
+                                   f"nothing runs after it there; use position: before, or anchor "
+                                   f"on the caller")
+        if stmt.header:
+            return Problem(UNSAFE, f"{ins.anchor_call} is in the header of a compound statement in "
+                                   f"{where} (line {stmt.start}); use position: before")
+        point = k + 1
+        line = stmt.end + 1
+    else:
+        point = k
+        line = stmt.start
+
+    # the dependency: a local tensor expression, defined before the point
+    try:
+        dep_node = cst.parse_expression(site.dependency)
+    except cst.ParserSyntaxError:
+        return Problem(MISSING, f"dependency '{site.dependency}' is not a Python expression")
+    dep_names, dep_calls = names_and_calls(dep_node)
+    dep_names.discard("self")
+    if dep_calls:
+        return Problem(UNSAFE, f"dependency '{site.dependency}' calls a function: name a value "
+                               f"that the model already computes")
+    if not dep_names:
+        return Problem(UNSAFE, f"dependency '{site.dependency}' is not a local tensor of {where}")
+    params = set(method.params)
+    def_idx = -1
+    for n in dep_names:
+        idx = max((i for i in range(point) if n in stmts[i].defs), default=None)
+        if idx is None:
+            if n in params:
+                continue
+            later = next((s for s in stmts[point:] if n in s.defs), None)
+            if later is not None and later is stmt:
+                return Problem(MISSING, f"dependency '{n}' is defined by the anchor statement itself "
+                                        f"(line {stmt.start}) in {where}: use position: after")
+            extra = f" (first defined at line {later.start}, after it)" if later else ""
+            return Problem(MISSING, f"dependency '{n}' is not defined before the insertion point in "
+                                    f"{where}{extra}")
+        def_idx = max(def_idx, idx)
+
+    # the target and its guard
+    refs, owner = _target_refs(t.weight_expr)
+    guard = None
+    head = t.weight_expr.split(".")
+    if t.scope == "next_layer":
+        if head[0] == "self" and len(head) > 1:
+            guard = "self." + head[1]
+        elif head[0] not in params:
+            return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
+                                    f"self nor a parameter of {where}")
+    else:
+        if head[0] != "self" and head[0] not in params:
+            return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
+                                    f"self nor a parameter of {where}")
+        if _is_conditional(view, tcls, t.attr):
+            first = t.attr.split(".")[0]
+            idx = t.weight_expr.split(".").index(first) if first in head else -1
+            if idx > 0:
+                guard = ".".join(head[: idx + 1])
+
+    # the flow: from the dependency's definition to the call that runs the target
+    helpers = _methods_reaching(icls, lambda c: _runs_target(c, refs, owner, set()))
+    live: dict[str, str] = {n: "dep" for n in dep_names}
+    target_seen_before = any(
+        any(_runs_target(c, refs, owner, helpers) for c in s.calls) for s in stmts[:point])
+    for i in range(def_idx + 1, len(stmts)):
+        s = stmts[i]
+        after = i >= point
+        if t.scope == "next_layer":
+            hit = after and s.is_return
+            used = s.uses
+        else:
+            tcalls = [c for c in s.calls if _runs_target(c, refs, owner, helpers)] if after else []
+            hit = bool(tcalls)
+            used = set().union(*(_call_arg_names(c) for c in tcalls)) if tcalls else set()
+        if hit:
+            tags = {live[n] for n in used if n in live}
+            what = "the return value" if t.scope == "next_layer" else "the call that runs " + owner
+            if not tags:
+                return Problem(UNSAFE, f"dependency '{site.dependency}' does not flow into {what} "
+                                       f"(line {s.start}) in {where}: in graph mode it would not "
+                                       f"order the prefetch before the target")
+            if tags == {"before"}:
+                via = _first_path_stmt(stmts, def_idx, point, live)
+                return Problem(UNSAFE, f"dependency '{site.dependency}' reaches {what} only through "
+                                       f"line {via} which runs before the prefetch: it is not the "
+                                       f"target's predecessor (seed 003 wrong example); use the "
+                                       f"value computed there")
+            return Placement(site, icls, method, stmt, line, stmt.indent, guard, note)
+        if s.uses & live.keys():
+            for d in s.defs:
+                live[d] = "after" if after else "before"
+        else:
+            for d in s.defs:
+                live.pop(d, None)
+    if t.scope == "next_layer":
+        return Problem(UNSAFE, f"dependency '{site.dependency}' does not flow into a return of "
+                               f"{where}, so the next layer does not depend on it")
+    if target_seen_before:
+        return Problem(UNSAFE, f"{owner} runs before the insertion point in {where}: the prefetch "
+                               f"would come after its target")
+    return Problem(UNSAFE, f"no call that runs {owner} after the insertion point in {where}")
+
+
+def _first_path_stmt(stmts: list[Stmt], def_idx: int, point: int, live: dict[str, str]) -> int:
+    for i in range(def_idx + 1, point):
+        if any(live.get(d) == "before" for d in stmts[i].defs):
+            return stmts[i].start
+    return stmts[max(def_idx, 0)].start

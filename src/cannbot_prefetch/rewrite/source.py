@@ -1,0 +1,404 @@
+"""Read-only view of one model source file: classes, methods, statements in order, with lines.
+
+libcst parses the file once; everything the rewriter decides is computed from this view, and the
+edits themselves are whole lines inserted at statement boundaries (see engine.py), so the bytes
+of every line the tool did not write stay exactly as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+_EMPTY = cst.Module(body=[])
+
+
+def code_of(node: cst.CSTNode) -> str:
+    return _EMPTY.code_for_node(node)
+
+
+def dotted(node: cst.CSTNode) -> str | None:
+    """`self.mlp.gate_proj` for Name/Attribute chains, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Names(cst.CSTVisitor):
+    """Names read by an expression (not attribute names, not keyword names)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.calls: list[cst.Call] = []
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        self.names.add(node.value)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.calls.append(node)
+        return True
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        node.body.visit(self)
+        return False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return False
+
+
+def names_and_calls(node: cst.CSTNode | None) -> tuple[set[str], list[cst.Call]]:
+    if node is None:
+        return set(), []
+    v = _Names()
+    node.visit(v)
+    return v.names, v.calls
+
+
+def _target_names(t: cst.BaseExpression) -> tuple[set[str], set[str]]:
+    """(defined, read) by an assignment target."""
+    if isinstance(t, cst.Name):
+        return {t.value}, set()
+    if isinstance(t, (cst.Tuple, cst.List)):
+        d, r = set(), set()
+        for el in t.elements:
+            dd, rr = _target_names(el.value)
+            d |= dd
+            r |= rr
+        return d, r
+    if isinstance(t, cst.StarredElement):
+        return _target_names(t.value)
+    if isinstance(t, (cst.Attribute, cst.Subscript)):
+        # x[i] = y / x.a = y updates x: it is both read and (re)defined
+        base = t.value
+        while isinstance(base, (cst.Attribute, cst.Subscript)):
+            base = base.value
+        names, _ = names_and_calls(t)
+        if isinstance(base, cst.Name) and base.value != "self":
+            return {base.value}, names
+        return set(), names
+    return set(), names_and_calls(t)[0]
+
+
+@dataclass
+class Stmt:
+    """One statement of a method in program order (compound statements: their header)."""
+
+    node: cst.CSTNode            # the statement (SimpleStatementLine or compound statement)
+    start: int                   # first line, 1-based
+    end: int                     # last line (for compound statements: of the whole block)
+    indent: str                  # leading whitespace of the first line
+    defs: set[str] = field(default_factory=set)
+    uses: set[str] = field(default_factory=set)
+    calls: list[cst.Call] = field(default_factory=list)
+    is_return: bool = False
+    in_block: bool = True        # directly inside an indented block (a place lines can go)
+    header: bool = False         # the header of a compound statement
+
+
+@dataclass
+class Method:
+    name: str
+    node: cst.FunctionDef
+    params: list[str]
+    stmts: list[Stmt]
+    start: int
+    end: int
+    body_indent: str
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    node: cst.ClassDef
+    bases: list[str]
+    methods: dict[str, Method]
+    attrs: dict[str, list[Stmt]]     # self.<attr> assignments (any method) -> statements
+    conditional_attrs: set[str]      # attrs assigned under if/else in __init__, or set to None
+    start: int
+
+
+@dataclass
+class ImportAlias:
+    name: str        # the local name
+    source: str      # module it comes from
+    original: str    # the imported name
+
+
+@dataclass
+class SourceView:
+    code: str
+    module: cst.Module
+    lines: list[str]                  # keepends=True
+    newline: str
+    classes: dict[str, ClassInfo]
+    imports_end: int                  # last line of the leading import block (0: none)
+    import_indent: str
+    aliases: dict[str, ImportAlias]
+    layers_assignments: list[tuple[str, Stmt]]   # (class, `self.layers = ...` statement)
+    prefetch_calls: list[tuple[int, str, str]]   # (line, class.method, code) of npu_prefetch calls
+
+
+class _Builder:
+    def __init__(self, view_lines: list[str], positions) -> None:
+        self.lines = view_lines
+        self.pos = positions
+
+    def line_range(self, node: cst.CSTNode) -> tuple[int, int]:
+        r = self.pos[node]
+        return r.start.line, r.end.line
+
+    def indent_of(self, line: int) -> str:
+        text = self.lines[line - 1]
+        return text[: len(text) - len(text.lstrip(" \t"))]
+
+    def stmts(self, body, out: list[Stmt], in_block: bool = True) -> None:
+        items = body.body if isinstance(body, (cst.IndentedBlock, cst.Module)) else [body]
+        for st in items:
+            self.stmt(st, out, in_block)
+
+    def stmt(self, st: cst.CSTNode, out: list[Stmt], in_block: bool) -> None:
+        start, end = self.line_range(st)
+        s = Stmt(st, start, end, self.indent_of(start), in_block=in_block)
+        if isinstance(st, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in st.body:
+                self.small(small, s)
+            out.append(s)
+            return
+        if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
+            s.defs.add(st.name.value)
+            out.append(s)
+            return
+        s.header = True
+        header_parts: list[cst.CSTNode] = []
+        blocks: list[cst.CSTNode] = []
+        if isinstance(st, (cst.If, cst.While)):
+            header_parts.append(st.test)
+            blocks.append(st.body)
+            orelse = st.orelse
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    header_parts.append(orelse.test)
+                    blocks.append(orelse.body)
+                    orelse = orelse.orelse
+                else:
+                    blocks.append(orelse.body)
+                    orelse = None
+        elif isinstance(st, cst.For):
+            header_parts.append(st.iter)
+            d, r = _target_names(st.target)
+            s.defs |= d
+            s.uses |= r
+            blocks.append(st.body)
+            if st.orelse is not None:
+                blocks.append(st.orelse.body)
+        elif isinstance(st, cst.With):
+            for item in st.items:
+                header_parts.append(item.item)
+                if item.asname is not None:
+                    d, r = _target_names(item.asname.name)
+                    s.defs |= d
+            blocks.append(st.body)
+        elif isinstance(st, cst.Try):
+            blocks.append(st.body)
+            for h in st.handlers:
+                blocks.append(h.body)
+            if st.orelse is not None:
+                blocks.append(st.orelse.body)
+            if st.finalbody is not None:
+                blocks.append(st.finalbody.body)
+        else:  # match and anything newer: opaque
+            names, calls = names_and_calls(st)
+            s.uses |= names
+            s.calls += calls
+            out.append(s)
+            return
+        for part in header_parts:
+            names, calls = names_and_calls(part)
+            s.uses |= names
+            s.calls += calls
+        out.append(s)
+        for b in blocks:
+            if isinstance(b, cst.IndentedBlock):
+                self.stmts(b, out, True)
+            else:  # one-line suite: part of the header line
+                for small in b.body:
+                    self.small(small, s)
+
+    def small(self, small: cst.BaseSmallStatement, s: Stmt) -> None:
+        if isinstance(small, cst.Assign):
+            for t in small.targets:
+                d, r = _target_names(t.target)
+                s.defs |= d
+                s.uses |= r
+            value = small.value
+        elif isinstance(small, cst.AnnAssign):
+            d, r = _target_names(small.target)
+            s.defs |= d
+            s.uses |= r
+            value = small.value
+        elif isinstance(small, cst.AugAssign):
+            d, r = _target_names(small.target)
+            s.defs |= d
+            s.uses |= r | d
+            value = small.value
+        elif isinstance(small, cst.Return):
+            s.is_return = True
+            value = small.value
+        elif isinstance(small, cst.Expr):
+            value = small.value
+        elif isinstance(small, (cst.Import, cst.ImportFrom)):
+            names = small.names if not isinstance(small.names, cst.ImportStar) else []
+            for a in names:
+                local = a.asname.name if a.asname else a.name
+                if isinstance(local, cst.Name):
+                    s.defs.add(local.value)
+                elif isinstance(local, cst.Attribute):
+                    s.defs.add(dotted(local).split(".")[0])
+            return
+        else:
+            value = small
+        names, calls = names_and_calls(value)
+        s.uses |= names
+        s.calls += calls
+
+
+def _params(fn: cst.FunctionDef) -> list[str]:
+    p = fn.params
+    out = [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
+    if isinstance(p.star_arg, cst.Param):
+        out.append(p.star_arg.name.value)
+    if p.star_kwarg is not None:
+        out.append(p.star_kwarg.name.value)
+    return out
+
+
+def _self_attr_targets(s: Stmt) -> set[str]:
+    out = set()
+    node = s.node
+    if not isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return out
+    for small in node.body:
+        targets = []
+        if isinstance(small, cst.Assign):
+            targets = [t.target for t in small.targets]
+        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            targets = [small.target]
+        for t in targets:
+            for el in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]):
+                if isinstance(el, (cst.Element, cst.StarredElement)):
+                    el = el.value
+                d = dotted(el) if isinstance(el, cst.Attribute) else None
+                if d and d.startswith("self.") and d.count(".") == 1:
+                    out.add(d.split(".")[1])
+    return out
+
+
+def _assigns_none(s: Stmt) -> set[str]:
+    node = s.node
+    out = set()
+    if isinstance(node, cst.SimpleStatementLine):
+        for small in node.body:
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) \
+                    and small.value.value == "None":
+                for t in small.targets:
+                    d = dotted(t.target)
+                    if d and d.startswith("self.") and d.count(".") == 1:
+                        out.add(d.split(".")[1])
+    return out
+
+
+def parse_view(code: str) -> SourceView:
+    """Parse once; raises libcst.ParserSyntaxError on a file that does not parse."""
+    module = cst.parse_module(code)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    lines = code.splitlines(keepends=True)
+    newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    b = _Builder(lines, positions)
+    classes: dict[str, ClassInfo] = {}
+    aliases: dict[str, ImportAlias] = {}
+    imports_end = 0
+    seen_def = False
+    layers: list[tuple[str, Stmt]] = []
+    prefetch_calls: list[tuple[int, str, str]] = []
+
+    for top in module.body:
+        if isinstance(top, cst.SimpleStatementLine):
+            for small in top.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    if not seen_def:
+                        imports_end = b.line_range(top)[1]
+                    if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                        src = ("." * len(small.relative)) + (dotted(small.module) or "" if small.module else "")
+                        for a in small.names:
+                            if a.asname is not None and isinstance(a.asname.name, cst.Name) \
+                                    and isinstance(a.name, cst.Name):
+                                aliases[a.asname.name.value] = ImportAlias(
+                                    a.asname.name.value, src, a.name.value)
+                            elif isinstance(a.name, cst.Name):
+                                aliases.setdefault(a.name.value, ImportAlias(a.name.value, src, a.name.value))
+        elif isinstance(top, (cst.ClassDef, cst.FunctionDef)):
+            seen_def = True
+        elif isinstance(top, (cst.If, cst.Try)) and not seen_def:
+            # `try: import x except ImportError: ...` in the import block
+            pass
+        if isinstance(top, cst.ClassDef):
+            classes[top.name.value] = _class_info(b, top, layers)
+
+    for cls in classes.values():
+        for m in cls.methods.values():
+            for s in m.stmts:
+                for call in s.calls:
+                    d = dotted(call.func) or ""
+                    if d.split(".")[-1] == "npu_prefetch":
+                        prefetch_calls.append((s.start, f"{cls.name}.{m.name}", code_of(call)))
+    return SourceView(code, module, lines, newline, classes, imports_end, "", aliases, layers,
+                      prefetch_calls)
+
+
+def _class_info(b: _Builder, node: cst.ClassDef, layers: list) -> ClassInfo:
+    methods: dict[str, Method] = {}
+    attrs: dict[str, list[Stmt]] = {}
+    conditional: set[str] = set()
+    body = node.body
+    for item in (body.body if isinstance(body, cst.IndentedBlock) else []):
+        fn = item
+        if not isinstance(fn, cst.FunctionDef):
+            continue
+        stmts: list[Stmt] = []
+        b.stmts(fn.body, stmts)
+        start, end = b.line_range(fn)
+        first_body = fn.body.body[0] if isinstance(fn.body, cst.IndentedBlock) and fn.body.body else None
+        body_indent = b.indent_of(b.line_range(first_body)[0]) if first_body is not None else ""
+        m = Method(fn.name.value, fn, _params(fn), stmts, start, end, body_indent)
+        methods[m.name] = m
+        top_level = {id(x) for x in (fn.body.body if isinstance(fn.body, cst.IndentedBlock) else [])}
+        for s in stmts:
+            for a in _self_attr_targets(s):
+                attrs.setdefault(a, []).append(s)
+                if fn.name.value == "__init__" and id(s.node) not in top_level:
+                    conditional.add(a)
+                if a == "layers" and fn.name.value == "__init__":
+                    layers.append((node.name.value, s))
+            conditional |= _assigns_none(s)
+    bases = [dotted(a.value) or code_of(a.value) for a in node.bases]
+    return ClassInfo(node.name.value, node, bases, methods, attrs, conditional, b.line_range(node)[0])
