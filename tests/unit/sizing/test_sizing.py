@@ -1,0 +1,117 @@
+"""Sizes against hand computations (seed 003 formulas, REFERENCE.md §5 caps and benefit)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cannbot_prefetch import hardware
+from cannbot_prefetch.errors import InputError
+from cannbot_prefetch.sizing import (OpTiming, Weight, WindowTime, benefit, size_site,
+                                     theoretical_bytes)
+
+MIB = 2**20
+B3, B4 = hardware.load("910B3"), hardware.load("910B4")
+
+
+def test_llama_1b_gate_proj_coefficient_half():
+    w = Weight((8192, 2048), 2, "gate")
+    s = size_site(w, WindowTime(None), None, B3)
+    assert s.weight_bytes == 8192 * 2048 * 2 == 33554432
+    assert s.max_size == 16777216 and s.basis.bound_by == "coefficient"
+    assert s.basis.coefficient == 0.5
+    assert s.ladder == {"up": [0.7, 1.0], "down": [0.3, 0.1]}
+    assert [c.name for c in s.basis.caps] == ["weight", "l2_budget"]
+
+
+def test_short_window_binds_the_cmo_cap():
+    w = Weight((8192, 2048), 2, "gate")
+    s = size_site(w, WindowTime(3.0, bytes=16384), None, B3)
+    # 285 GB/s x 3 us = 855000 B < HBM 1.6 TB/s x 3 us - 16 KiB < 16 MiB
+    caps = {c.name: c.bytes for c in s.basis.caps}
+    assert caps["cmo_rate_x_window"] == 855000
+    assert caps["hbm_headroom"] == int(1.6e12 * 3e-6) - 16384
+    assert s.max_size == 855000 and s.basis.bound_by == "cmo_rate_x_window"
+
+
+@pytest.mark.parametrize("hw, vocab, l2_cap", [
+    (B3, 128256, 192 * MIB // 2),   # Llama-3.2-1B lm_head on 910B3
+    (B4, 128256, 96 * MIB // 2),    # ... on 910B4
+    (B4, 151936, 96 * MIB // 2),    # Qwen2.5-3B lm_head (vocab 151936) on 910B4
+])
+def test_lm_head_larger_than_l2_shows_the_l2_cap(hw, vocab, l2_cap):
+    w = Weight((vocab, 2048), 2, "lm_head")
+    s = size_site(w, WindowTime(None), None, hw)
+    assert s.weight_bytes == vocab * 2048 * 2 > hw.l2_bytes
+    assert s.basis.bound_by == "l2_budget" and s.max_size == l2_cap
+
+
+def test_l2_budget_is_shared_by_sites_in_flight():
+    w = Weight((151936, 2048), 2, "lm_head")
+    one = size_site(w, WindowTime(None), None, B3, in_flight=1)
+    three = size_site(w, WindowTime(None), None, B3, in_flight=3)
+    assert three.max_size == int(192 * MIB * 0.5 / 3) < one.max_size
+
+
+def test_qwen25_3b_mlp_sizes():
+    # Qwen2.5-3B: hidden 2048, intermediate 11008, bf16
+    gate = size_site(Weight((11008, 2048), 2, "gate"), WindowTime(None), None, B3)
+    down = size_site(Weight((2048, 11008), 2, "down"), WindowTime(None), None, B3)
+    assert gate.weight_bytes == down.weight_bytes == 2048 * 11008 * 2 == 45088768
+    assert gate.max_size == down.max_size == 22544384
+    assert theoretical_bytes(Weight((2 * 11008, 2048), 2, "gate_up")) == (2048 * 11008 * 4, "H*I*2*b")
+
+
+def test_qbmm_int8_and_user_cap():
+    s = size_site(Weight((4096, 4096), 1, "qbmm"), WindowTime(None), None, B3, user_cap=4 * MIB)
+    assert s.weight_bytes == 4096 * 4096
+    assert s.max_size == 4 * MIB and s.basis.bound_by == "user"
+    assert s.basis.formula.startswith("H*H*1")
+
+
+def test_moe_gmm_formulas():
+    # Qwen3-30B-A3B-like: H 2048, moe_intermediate 768, bf16, moe_tp 1, 8 experts per rank
+    g1 = Weight((8, 1536, 2048), 2, "gmm1", hidden=2048, intermediate=768, moe_tp=1, experts_per_rank=8)
+    g2 = Weight((8, 2048, 768), 2, "gmm2", hidden=2048, intermediate=768, moe_tp=1, experts_per_rank=8)
+    assert theoretical_bytes(g1)[0] == 2048 * 768 * 2 * 2 // 1 * 8 // 2 == 25165824
+    assert theoretical_bytes(g2)[0] == 2048 * 768 * 2 // 1 * 8 == 25165824
+    # moe_tp 2 halves both; w8a8 (1 byte) halves again
+    g1q = Weight((8, 1536, 2048), 1, "gmm1", hidden=2048, intermediate=768, moe_tp=2, experts_per_rank=8)
+    assert theoretical_bytes(g1q)[0] == 2048 * 768 * 2 * 1 // 2 * 8 // 2 == 6291456
+    s = size_site(g2, WindowTime(None), None, B3)
+    assert s.max_size == 25165824 and s.basis.coefficient == 1.0
+    with pytest.raises(InputError, match="experts_per_rank"):
+        theoretical_bytes(Weight((8, 1536, 2048), 2, "gmm1", 2048, 768))
+
+
+def test_max_size_is_always_positive():
+    s = size_site(Weight((8192, 2048), 2, "gate"), WindowTime(0.0), None, B3)
+    assert s.max_size == 1 and isinstance(s.max_size, int)
+    assert any("nothing to prefetch" in n for n in s.notes)
+
+
+def test_benefit_by_hand():
+    op = OpTiming(mean_us=30.0, bytes=33558528, t_compute_us=0.1, per_step=16)
+    p = 16 * MIB
+    got, optimistic = benefit(p, op, WindowTime(20.0, bytes=0), B3)
+    bw_eff = 33558528 / 30e-6
+    hbm = 1.6e12
+    for value, ratio in zip((got.low, got.mid, got.high), (3.4, 4.2, 5.0)):
+        assert value == pytest.approx(p / bw_eff * (1 - bw_eff / (ratio * hbm)) * 1e6, abs=1e-3)
+    assert got.low < got.mid < got.high
+    assert optimistic        # ~11.6 of 30 us per op is far above the public record
+
+
+def test_benefit_bounded_by_compute_floor_and_window_slowdown():
+    op = OpTiming(mean_us=10.0, bytes=16 * MIB, t_compute_us=8.0)
+    got, _ = benefit(16 * MIB, op, WindowTime(None), B3)
+    assert got.high == pytest.approx(2.0)           # at most op time - compute floor
+    # a 1 us window cannot absorb 16 MiB at 1.6 TB/s (10.5 us): the window slows down
+    slow, _ = benefit(16 * MIB, op, WindowTime(1.0), B3)
+    assert slow.high == 0.0
+
+
+def test_per_step_saving_scales_with_instances():
+    op = OpTiming(mean_us=30.0, bytes=33558528, t_compute_us=0.1, per_step=16)
+    s = size_site(Weight((8192, 2048), 2, "gate"), WindowTime(50.0), op, B3)
+    assert s.saving_us.mid == pytest.approx(s.saving_per_op.mid * 16, rel=1e-3)
+    assert s.optimistic
