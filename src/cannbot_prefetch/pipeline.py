@@ -161,3 +161,41 @@ def _profile_json(info) -> dict[str, Any] | None:
 
 def output_dir(opts: AnalyzeOptions) -> Path:
     return Path(opts.out)
+
+
+# ---------------------------------------------------------------- apply (rewrite/)
+
+def apply_plan(plan_path, *, write: bool = False, revert: bool = False, helper=None, confirm=None):
+    """Plan -> rewritten model files. Without `write` nothing is written (the result holds the
+    diffs); with it, `confirm(changes) -> bool` is asked first (None: no question)."""
+    from .rewrite.files import commit, prepare
+
+    changes = prepare(plan_path, revert=revert, helper=helper)
+    if write and changes.pending and (confirm is None or confirm(changes)):
+        commit(changes)
+    return changes
+
+
+# ---------------------------------------------------------------- verify (verify/)
+
+def verify(plan_path, factory: str, *, out=None):
+    """Switch off/on run and graph-order check of a model built by `factory` (MODULE:FUNC)."""
+    from .verify.runner import run_verify
+
+    return run_verify(plan_path, factory, out=out)
+
+
+# ---------------------------------------------------------------- report (report/)
+
+def report(plan_path, baseline, *, optimized=None, verify_result=None, out="report.md",
+           lang: str = "en", hardware: str | None = None, rank: int | None = None,
+           steps: tuple[int, int] | None = None):
+    """Plan x baseline (x optimized) profile -> report.md, chart, next-step plan, A/B script.
+
+    Returns (ReportData, written paths, json doc). Unreadable input raises InputError before
+    anything is written; a mismatch (different models/hardware, sites not found) raises
+    ReportMismatch after everything is written."""
+    from .report.run import run_report
+
+    return run_report(plan_path, baseline, optimized=optimized, verify_result=verify_result,
+                      out=out, lang=lang, hardware=hardware, rank=rank, steps=steps)
