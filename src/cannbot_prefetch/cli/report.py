@@ -1,16 +1,64 @@
-"""`cannbot prefetch report` (not built yet: see the open issue)."""
+"""`cannbot prefetch report`: parse flags, call pipeline.report, render (rich or --json)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
 
-from . import prefetch
+from ..errors import InputError, ReportMismatch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
 
 
-@prefetch.command("report", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def report() -> None:
-    """Not built yet."""
-    print("error: 'cannbot prefetch report' is not built yet", file=sys.stderr)
-    raise typer.Exit(2)
+def _steps(text: Optional[str]) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        a, b = (int(x) for x in text.split(":", 1))
+    except ValueError:
+        raise InputError(f"--steps must look like A:B (e.g. 2:5), not {text!r}") from None
+    if b < a:
+        raise InputError(f"--steps {text}: the end is before the start")
+    return (a, b)
+
+
+@prefetch.command("report")
+def report(
+    plan: Annotated[str, typer.Option("--plan", help="The plan (prefetch_plan.yaml) that was applied.")],
+    baseline: Annotated[str, typer.Option("--baseline", help="Profile with the switch off.")],
+    optimized: Annotated[Optional[str], typer.Option("--optimized", help="Profile with the switch on. Without it: expected-gain analysis only.")] = None,
+    verify_result: Annotated[Optional[str], typer.Option("--verify-result", help="verify.json from `cannbot prefetch verify`.")] = None,
+    out: Annotated[str, typer.Option("--out", help="Markdown report path; the chart, next plan and A/B script go beside it.")] = "report.md",
+    hardware: Annotated[Optional[str], typer.Option(help="Part for the roofline chart (default: detected from the profile).")] = None,
+    rank: Annotated[Optional[int], typer.Option(help="Rank when a profile folder holds several.")] = None,
+    steps: Annotated[Optional[str], typer.Option(help="Steps A:B (inclusive) of both profiles. Default: all but the first.")] = None,
+    lang: LangOpt = "en",
+    as_json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Before/after evidence for a plan, the seed's success rule, and the next tuning step."""
+    check_lang(lang)
+
+    def body():
+        from ..pipeline import report as run
+        try:
+            return run(plan, baseline, optimized=optimized, verify_result=verify_result, out=out,
+                       lang=lang, hardware=hardware, rank=rank, steps=_steps(steps)), None
+        except ReportMismatch as err:
+            result = getattr(err, "result", None)
+            if result is None:
+                raise
+            return result, err
+
+    (data, written, doc), mismatch = guarded(debug, body)
+    if as_json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+    else:
+        from ..report.console import print_summary
+        print_summary(data, written, lang, Console(stderr=False, highlight=False))
+    if mismatch is not None:
+        print(f"error: {mismatch}", file=sys.stderr)
+        raise typer.Exit(mismatch.exit_code)

@@ -1,0 +1,51 @@
+"""The human summary of a report for the terminal (rich). Data in, renderables out."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .build import ReportData
+from .markdown import ACTION_NAMES, CHECK_NAMES, OVERALL, _T
+
+
+def _fmt(x) -> str:
+    return "–" if x is None else f"{x:,.2f}"
+
+
+def print_summary(d: ReportData, written: list[str], lang: str, console: Console) -> None:
+    t = _T(lang)
+    for b in d.banners:
+        console.print(f"[bold red]{t('MISMATCH', '输入不匹配')}:[/] {b.text}")
+    en, zh = OVERALL[d.overall]
+    style = "green" if d.overall in ("success", "worth_trying") else "yellow"
+    console.print(f"[bold {style}]{t(en, zh)}[/]")
+    if d.verdicts:
+        tab = Table(title=t("Success rule per site", "各位置成功标准"))
+        tab.add_column(t("site", "位置"))
+        for key in ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical"):
+            tab.add_column(t(*CHECK_NAMES[key]))
+        tab.add_column(t("next step", "调整策略"))
+        for v in d.verdicts:
+            cells = []
+            for c in v.checks:
+                mark = "✓" if c.ok else ("✗" if c.ok is False else "–")
+                change = f" {c.change_pct:+.1f}%" if c.change_pct is not None else ""
+                cells.append(mark + change)
+            tab.add_row(v.site_id, *cells, t(*ACTION_NAMES[v.action]))
+        console.print(tab)
+    if d.expectation is not None:
+        e = d.expectation
+        tab = Table(title=t("Expected gain (benefit model, baseline only)", "预期收益(收益模型,仅 baseline)"))
+        for col in (t("site", "位置"), t("target µs", "目标算子 µs"), t("saving µs low/mid/high", "节省 µs 低/中/高"),
+                    t("share (mid)", "占比(中)")):
+            tab.add_column(col)
+        for s in e.sites:
+            share = f"{s.share[1] * 100:.1f}%" + (" !" if s.optimistic else "") if s.share else "–"
+            tab.add_row(s.site_id, _fmt(s.target_us), " / ".join(f"{x:.2f}" for x in s.saving_clamped), share)
+        console.print(tab)
+        if e.e2e_share:
+            console.print(t("end to end (low/mid/high): ", "端到端(低/中/高):")
+                          + " / ".join(f"{x * 100:.2f}%" for x in e.e2e_share) + f" — {e.reason}")
+    for p in written:
+        console.print(f"[dim]{t('wrote', '已写入')} {p}[/]")

@@ -1,0 +1,78 @@
+"""Render every report output in memory, then write them all at once (atomically, each file).
+
+Files (CONTRACTS.md): `report.md`, the chart `<stem>.roofline.png`, the next-step plan
+`prefetch_plan.next.yaml` and the A/B script `run_prefetch_ab.py`, all beside the Markdown.
+Nothing is written until everything rendered, so a failure leaves no half report.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from ..plan import dump_plan, write_atomic
+from .abscript import ab_script
+from .build import ReportData
+from .chart import render_png
+from .markdown import render
+
+NEXT_PLAN = "prefetch_plan.next.yaml"
+AB_SCRIPT = "run_prefetch_ab.py"
+CHART_LABELS = {"x": "arithmetic intensity (FLOP/byte)", "y": "achieved TFLOPS",
+                "roof": "roof", "target": "plan targets", "other": "other MatMul-family ops"}
+
+
+def output_paths(out: Path) -> dict[str, Path]:
+    return {"report": out, "chart": out.with_name(f"{out.stem}.roofline.png"),
+            "next_plan": out.with_name(NEXT_PLAN), "ab_script": out.with_name(AB_SCRIPT)}
+
+
+def _rel_to(path: str, folder: Path) -> str:
+    p = Path(path).resolve()
+    try:
+        return os.path.relpath(p, folder.resolve())
+    except ValueError:  # another drive
+        return str(p)
+
+
+def render_outputs(d: ReportData, out: Path, lang: str) -> dict[Path, str | bytes]:
+    paths = output_paths(out)
+    files = {k: p.name for k, p in paths.items() if k != "report"}
+    chart = None
+    if d.roof is not None:
+        title = f"Roofline on {d.roof.name}: baseline {Path(d.baseline.path).name}"
+        chart = render_png(list(d.points), d.roof, title, CHART_LABELS)
+    else:
+        files.pop("chart")
+    result: dict[Path, str | bytes] = {
+        paths["report"]: render(d, lang, files),
+        paths["next_plan"]: dump_plan(d.next_plan),
+        paths["ab_script"]: ab_script(_rel_to(d.plan_path, out.parent), d.plan.switch.name, lang),
+    }
+    if chart is not None:
+        result[paths["chart"]] = chart
+    return result
+
+
+def _write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_outputs(outputs: dict[Path, str | bytes]) -> list[str]:
+    written = []
+    for path, data in outputs.items():
+        if isinstance(data, bytes):
+            _write_bytes_atomic(path, data)
+        else:
+            write_atomic(path, data)
+        written.append(str(path))
+    return written

@@ -1,0 +1,246 @@
+"""The seed's success rule and failure-signal table, as pure functions over measured values.
+
+Success rule (seed 003 "成功标准"): at least `success_min_criteria` (2) of
+  target faster | critical path shorter | window not degraded | outputs identical.
+A change counts only when it exceeds noise: `noise_sigma` x sqrt(sd_before^2 + sd_after^2) of the
+per-step values, and at least `min_change_share` of the baseline value (configs/policy.yaml
+`report:`).
+
+Failure-signal table (seed 003 "失败信号与调整策略" and "调整策略"), first match wins:
+  outputs differ                        -> drop the site (a prefetch cannot change results: the
+                                           rewrite is wrong; revert it)
+  window severely degraded              -> move the dependency (前移 prefetch / other window)
+  window degraded                       -> lower max_size along 0.5 -> 0.3 -> 0.1 (at the bottom: move)
+  new long tail on another stream       -> move the dependency, or drop the site
+  target faster, critical path not
+    shorter (waiting only moved)        -> move the dependency
+  target faster, window stable          -> raise max_size along 0.5 -> 0.7 -> 1.0 (at the top, or
+                                           bound by a cap: keep, then try the next target)
+  target not clearly faster             -> keep when the critical path got shorter, else lower
+                                           (at the bottom of the ladder: drop)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..profiling.compare import ProfileMeasure, SiteMeasure, Stat
+
+CHECKS = ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical")
+ACTIONS = ("raise", "lower", "keep", "move_dependency", "drop")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    success_min_criteria: int = 2
+    noise_sigma: float = 2.0
+    min_change_share: float = 0.02
+    window_degraded_share: float = 0.05
+    window_severe_share: float = 0.20
+    tail_us: float = 5.0
+    tail_step_share: float = 0.01
+    idle_grow_share: float = 0.02
+    optimistic_op_share: float = 0.30
+    not_worth_e2e_share: float = 0.005
+    model_overlap_min: float = 0.5
+
+    @staticmethod
+    def from_policy(pol: dict[str, Any]) -> "Thresholds":
+        section = (pol or {}).get("report") or {}
+        kw = {}
+        for name, f in Thresholds.__dataclass_fields__.items():
+            if name in section:
+                kw[name] = type(f.default)(section[name])
+        return Thresholds(**kw)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One criterion of the success rule for one site. `ok` None = not measured."""
+
+    key: str
+    ok: bool | None
+    before: float | None = None
+    after: float | None = None
+    threshold: float | None = None       # the change (us) that counts as real
+    source: str = ""                     # where the numbers come from
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.before in (None, 0) or self.after is None:
+            return None
+        return (self.after - self.before) / self.before * 100.0
+
+
+@dataclass(frozen=True)
+class SiteVerdict:
+    site_id: str
+    checks: tuple[Check, ...]
+    met: int                         # checks that hold
+    success: bool
+    signals: tuple[str, ...]         # failure-table rows that fired (codes)
+    action: str                      # raise | lower | keep | move_dependency | drop
+    coefficient_from: float
+    coefficient_to: float
+    max_size_from: int
+    max_size_to: int
+    reason: str                      # one sentence (English); the renderer translates the code
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def check(self, key: str) -> Check:
+        return next(c for c in self.checks if c.key == key)
+
+
+def noise_threshold(before: Stat, after: Stat, th: Thresholds) -> float:
+    spread = math.sqrt(before.stdev ** 2 + after.stdev ** 2)
+    return max(th.noise_sigma * spread, th.min_change_share * abs(before.mean))
+
+
+def _decrease(key: str, before: Stat | None, after: Stat | None, th: Thresholds, source: str) -> Check:
+    if before is None or after is None:
+        return Check(key, None, before.mean if before else None, after.mean if after else None,
+                     source=source or "not measured")
+    thr = noise_threshold(before, after, th)
+    return Check(key, before.mean - after.mean > thr, before.mean, after.mean, thr, source)
+
+
+def window_check(before: Stat | None, after: Stat | None, th: Thresholds, source: str
+                 ) -> tuple[Check, str | None]:
+    """(check, 'severe' | 'degraded' | None)."""
+    if before is None or after is None:
+        return Check("window_stable", None, before.mean if before else None,
+                     after.mean if after else None, source=source or "not measured"), None
+    spread = th.noise_sigma * math.sqrt(before.stdev ** 2 + after.stdev ** 2)
+    grow = after.mean - before.mean
+    degraded_at = max(spread, th.window_degraded_share * before.mean)
+    severe_at = max(spread, th.window_severe_share * before.mean)
+    level = "severe" if grow > severe_at else ("degraded" if grow > degraded_at else None)
+    return Check("window_stable", level is None, before.mean, after.mean, degraded_at, source), level
+
+
+def new_long_tails(base: ProfileMeasure, opt: ProfileMeasure, th: Thresholds) -> tuple[str, ...]:
+    """Side streams whose tail past the compute stream grew beyond the threshold (stream ids)."""
+    step = opt.step_time.mean if opt.step_time else 0.0
+    limit = max(th.tail_us, th.tail_step_share * step)
+    before = {s.stream: s.tail_us for s in base.streams}
+    return tuple(s.stream for s in opt.streams if s.tail_us - before.get(s.stream, 0.0) > limit)
+
+
+def waiting_grew(base: ProfileMeasure, opt: ProfileMeasure, th: Thresholds) -> bool:
+    if base.compute_idle is None or opt.compute_idle is None or base.step_time is None:
+        return False
+    return opt.compute_idle.mean - base.compute_idle.mean > th.idle_grow_share * base.step_time.mean
+
+
+def _ladder(site) -> list[float]:
+    rungs = set(site.ladder.get("up", [])) | set(site.ladder.get("down", [])) | {site.basis.coefficient}
+    return sorted(float(x) for x in rungs if x > 0)
+
+
+def next_rung(site, direction: str) -> float | None:
+    c = site.basis.coefficient
+    rungs = _ladder(site)
+    if direction == "up":
+        ups = [r for r in rungs if r > c + 1e-9]
+        return ups[0] if ups else None
+    downs = [r for r in rungs if r < c - 1e-9]
+    return downs[-1] if downs else None
+
+
+def weight_bytes(site) -> int:
+    for cap in site.basis.caps:
+        if cap.name == "weight" and cap.bytes > 0:
+            return int(cap.bytes)
+    return int(math.prod(site.basis.dims) * site.basis.dtype_bytes)
+
+
+def size_for(site, coefficient: float) -> tuple[int, str]:
+    """max_size for a coefficient under the plan's caps: (bytes, what bound it)."""
+    by_coef = int(weight_bytes(site) * coefficient)
+    limit, bound = by_coef, "coefficient"
+    for cap in site.basis.caps:
+        if cap.name != "weight" and 0 < cap.bytes < limit:
+            limit, bound = int(cap.bytes), cap.name
+    return max(1, limit), bound
+
+
+def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure,
+           opt: ProfileMeasure, verify_passed: bool | None, th: Thresholds,
+           verify_source: str = "") -> SiteVerdict:
+    """Apply the success rule and the failure table to one site found in both profiles."""
+    src_t = f"target kernels per step: {base.label} vs {opt.label} profile"
+    target = _decrease("target_faster", sm_base.target, sm_opt.target, th, src_t)
+    crit = _decrease("critical_path_shorter", base.step_time, opt.step_time, th,
+                     opt.step_time_source or base.step_time_source)
+    win, level = window_check(sm_base.window, sm_opt.window, th,
+                              "window ops before each target kernel, same stream")
+    outputs = Check("outputs_identical", verify_passed, source=verify_source or "no --verify-result given")
+    checks = (target, crit, win, outputs)
+    met = sum(1 for c in checks if c.ok)
+    success = met >= th.success_min_criteria
+
+    tails = new_long_tails(base, opt, th)
+    signals: list[str] = []
+    if verify_passed is False:
+        signals.append("outputs_differ")
+    if level == "severe":
+        signals.append("window_severe")
+    elif level == "degraded":
+        signals.append("window_degraded")
+    if tails:
+        signals.append("new_long_tail")
+    if target.ok and crit.ok is False:
+        signals.append("waiting_moved")
+    if target.ok is False:
+        signals.append("target_not_faster")
+    if target.ok and level is None:
+        signals.append("target_faster_window_stable")
+
+    c0, size0 = site.basis.coefficient, site.max_size
+    action, coef, reason, notes = "keep", c0, "", []
+
+    def step(direction: str, fallback: str, why: str, why_fallback: str):
+        nonlocal action, coef, reason
+        rung = next_rung(site, direction)
+        if rung is None:
+            action, reason = fallback, why_fallback
+        else:
+            action, coef, reason = ("raise" if direction == "up" else "lower"), rung, why
+
+    if "outputs_differ" in signals:
+        action, reason = "drop", ("outputs differ with the switch on; a prefetch is a cache hint and "
+                                  "cannot change results, so the rewrite is suspect: revert it")
+    elif "window_severe" in signals:
+        action, reason = "move_dependency", "the window ops slowed down severely: move the prefetch earlier or pick another window"
+    elif "window_degraded" in signals:
+        step("down", "move_dependency", "the window ops slowed down: max_size competes for bandwidth",
+             "the window still degrades at the smallest size: move the dependency")
+    elif "new_long_tail" in signals:
+        action, reason = "move_dependency", (f"new long tail on stream(s) {', '.join(tails)}: the prefetch "
+                                             "adds a synchronisation point; adjust the dependency or drop the site")
+    elif "waiting_moved" in signals:
+        action, reason = "move_dependency", ("the target got faster but the critical path did not: the wait "
+                                             "only moved; move the prefetch earlier or later")
+    elif "target_faster_window_stable" in signals:
+        step("up", "keep", "the target got faster and the window held: raise max_size",
+             "the target got faster and the window held at the top of the ladder: keep, then try the next target")
+    elif target.ok is False or target.ok is None:
+        if crit.ok:
+            action, reason = "keep", "the target did not clearly speed up but the critical path got shorter: keep the size"
+        else:
+            step("down", "drop", "the target did not clearly speed up: the prefetch gains little; lower max_size",
+                 "no measurable gain at the smallest size: drop the site")
+
+    size1 = size0
+    if action in ("raise", "lower"):
+        size1, bound = size_for(site, coef)
+        if action == "lower" and size1 >= size0:   # a cap bound the size: scale what was used
+            size1 = max(1, int(size0 * coef / c0))
+        if size1 == size0 and action == "raise":
+            notes.append(f"max_size is bound by {bound}: a larger coefficient changes nothing")
+            action, coef = "keep", c0
+            reason = f"the target got faster, but max_size is already bound by {bound}: keep, then try the next target"
+    return SiteVerdict(site.id, checks, met, success, tuple(signals), action, c0, coef, size0, size1,
+                       reason, tuple(notes))
