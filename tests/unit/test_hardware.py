@@ -1,0 +1,212 @@
+"""hardware.py: shipped profiles, aliases, detection, overrides, JSON, user profiles, calibrate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from cannbot_prefetch import _calibrate, hardware
+from cannbot_prefetch.errors import InputError
+from cannbot_prefetch.profiling.table import ProfileInfo
+
+ASCEND = ["910B1", "910B2", "910B3", "910B4", "Ascend910_9382", "Ascend910_9392", "310P3"]
+ALL = ASCEND + ["H100", "H200", "A100-80G"]
+
+
+@pytest.fixture(autouse=True)
+def no_user_profiles(tmp_path, monkeypatch):
+    """Keep the developer's ~/.config out of the tests."""
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(tmp_path / "user-hw"))
+
+
+def info(**kw):
+    return ProfileInfo(path="p", layout="kernel_csv", **kw)
+
+
+def test_every_part_ships():
+    assert sorted(hardware.known_names()) == sorted(ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_number_has_a_source(name):
+    p = hardware.load(name)
+    for f in ("cube_cores", "vector_cores", "freq_mhz", "hbm_bw_tbps", "l2_bytes", "hbm_bytes",
+              "cmo_bw_gbps"):
+        assert p.sources.get(f), f"{name}: {f} has no source"
+    for key in p.peaks_tflops:
+        assert p.sources.get(f"peaks_tflops.{key}"), f"{name}: peak {key} has no source"
+    assert not p.measured
+
+
+@pytest.mark.parametrize("name", ASCEND)
+def test_ascend_peaks_recomputed_from_cores_and_mhz(name):
+    p = hardware.load(name)
+    fp16 = 2 * 16 * 16 * 16 * p.cube_cores * p.freq_mhz * 1e6 / 1e12
+    int8 = 2 * 16 * 32 * 16 * p.cube_cores * p.freq_mhz * 1e6 / 1e12
+    assert p.peaks_tflops["fp16"] == pytest.approx(fp16, rel=1e-4)
+    assert p.peaks_tflops["bf16"] == pytest.approx(fp16, rel=1e-4)
+    assert p.peaks_tflops["int8"] == pytest.approx(int8, rel=1e-4)
+    assert "ASSUMPTION" in p.sources["peaks_tflops.fp32"]
+    assert p.cmo_bw_gbps == 285
+
+
+@pytest.mark.parametrize("name,tflops,bw,l2_mib,ridge", [
+    ("910B1", 363.7, 1.6, 192, None), ("910B2", 353.9, 1.6, 192, 221),
+    ("910B3", 294.9, 1.6, 192, 184), ("910B4", 245.8, 0.8, 96, 307),
+    ("Ascend910_9382", 353.9, 1.6, 192, None), ("Ascend910_9392", 363.7, 1.6, 192, None),
+    ("310P3", 69.5, 0.204, 16, None), ("H100", 989.4, 3.35, 50, None), ("H200", 989.4, 4.8, 50, None),
+    ("A100-80G", 312, 2.04, 40, None)])
+def test_reference_table_values(name, tflops, bw, l2_mib, ridge):
+    p = hardware.load(name)
+    assert p.peak_for("BF16") == pytest.approx(tflops, abs=0.06)
+    assert p.hbm_bw_tbps == bw
+    assert p.l2_bytes == l2_mib * 1024 * 1024
+    if ridge:
+        assert p.ridge("bf16") == pytest.approx(ridge, abs=0.5)
+
+
+@pytest.mark.parametrize("alias,name", [
+    ("910B3", "910B3"), ("Ascend910B3", "910B3"), ("ascend910b3", "910B3"), ("ASCEND910B3", "910B3"),
+    ("910b4", "910B4"), ("Ascend910_9392", "Ascend910_9392"), ("ascend910_9382", "Ascend910_9382"),
+    ("Ascend910-9382", "Ascend910_9382"), ("a100", "A100-80G"), ("h200", "H200"), ("310p", "310P3")])
+def test_alias_resolution_is_case_insensitive(alias, name):
+    assert hardware.load(alias).name == name
+
+
+def test_unknown_name_lists_known_ones():
+    with pytest.raises(InputError) as err:
+        hardware.load("910C")
+    assert "910B3" in str(err.value) and "H100" in str(err.value)
+    with pytest.raises(InputError, match="calibrate"):
+        hardware.load("cpu")
+
+
+@pytest.mark.parametrize("cores,mhz,name", [(20, 1800, "910B3"), (20, 1500, "910B4"),
+                                            (24, 1800, "910B2"), (24, 1850, "910B1"),
+                                            (8, 1060, "310P3"), (20, 1800.0, "910B3")])
+def test_detect_from_cores_and_mhz(cores, mhz, name):
+    p = hardware.resolve(None, info(cube_cores=cores, freq_mhz=mhz))
+    assert p.name == name and not hardware.is_assumed(p)
+    assert f"{cores} cube cores" in p.detected_from
+
+
+def test_detect_from_soc_name_beats_cores():
+    p = hardware.resolve(None, info(soc="Ascend910_9392", cube_cores=20, freq_mhz=1800))
+    assert p.name == "Ascend910_9392" and "SoC" in p.detected_from
+
+
+def test_explicit_name_wins():
+    p = hardware.resolve("910b4", info(soc="Ascend910B3", cube_cores=20, freq_mhz=1800))
+    assert p.name == "910B4" and p.detected_from == "--hardware 910b4"
+
+
+@pytest.mark.parametrize("kw", [{}, {"soc": "Ascend910B"}, {"cube_cores": 16, "freq_mhz": 1000}])
+def test_fallback_is_910b3_and_says_it_is_assumed(kw):
+    p = hardware.resolve(None, info(**kw) if kw else None)
+    assert p.name == "910B3" and hardware.is_assumed(p)
+    assert p.detected_from.startswith("assumed 910B3")
+
+
+def test_overrides_are_recorded_and_original_untouched():
+    base = hardware.load("910B3")
+    p = base.with_overrides(hbm_bw_tbps=1.2, peaks={"BF16": 250.0, "fp32": 100.0}, cmo_bw_gbps=200)
+    assert p.hbm_bw_tbps == 1.2 and p.peaks_tflops["bf16"] == 250.0 and p.cmo_bw_gbps == 200
+    assert p.overrides == {"hbm_bw_tbps": 1.2, "peaks_tflops.bf16": 250.0,
+                           "peaks_tflops.fp32": 100.0, "cmo_bw_gbps": 200.0}
+    assert "user override" in p.sources["hbm_bw_tbps"] and "1.6" in p.sources["hbm_bw_tbps"]
+    assert p.ridge("bf16") == pytest.approx(250e12 / 1.2e12)
+    assert base.hbm_bw_tbps == 1.6 and base.overrides == {} and base.peaks_tflops["bf16"] == 294.912
+    assert base.with_overrides() is base
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        base.hbm_bw_tbps = 2.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("kw", [{"hbm_bw_tbps": 0}, {"hbm_bw_tbps": -1}, {"peaks": {"bf16": 0}},
+                                {"cmo_bw_gbps": -5}])
+def test_bad_overrides_are_input_errors(kw):
+    with pytest.raises(InputError):
+        hardware.load("910B3").with_overrides(**kw)
+
+
+def test_peak_fallbacks():
+    p = hardware.load("910B3")
+    assert p.peak_for("INT4") == p.peaks_tflops["int8"]
+    key, note = p.peak_basis("HIFLOAT8")
+    assert key == "fp16" and "no fp8 peak" in note
+    assert p.peak_for("DT_BF16") == p.peak_for("c10::BFloat16") == 294.912
+    assert p.peak_basis("FLOAT") == ("fp32", None)
+    assert hardware.load("H100").peak_for("FLOAT8_E4M3FN") == 1979
+
+
+def test_to_json_contract_keys():
+    doc = hardware.resolve("910B3").with_overrides(hbm_bw_tbps=1.0).to_json()
+    for key in ("name", "detected_from", "peaks", "hbm_bw", "l2_bytes", "overrides", "sources"):
+        assert key in doc
+    assert doc["hbm_bw"] == 1.0 and doc["overrides"] == {"hbm_bw_tbps": 1.0}
+    assert doc["peaks"]["bf16"] == 294.912 and doc["l2_bytes"] == 192 * 1024 * 1024
+
+
+def test_user_profile_is_listed_and_replaces_a_shipped_one(tmp_path, monkeypatch):
+    d = tmp_path / "hw"
+    d.mkdir()
+    doc = yaml.safe_load((hardware.configs_dir() / "hardware" / "910B3.yaml").read_text())
+    doc["hbm_bw_tbps"] = 1.15
+    (d / "910B3.yaml").write_text(yaml.safe_dump(doc))
+    (d / "lab.yaml").write_text(yaml.safe_dump({"name": "lab-part", "aliases": ["lab"],
+                                                "peaks_tflops": {"bf16": 100}, "hbm_bw_tbps": 1.0}))
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(d))
+    assert hardware.load("910b3").hbm_bw_tbps == 1.15
+    assert hardware.load("LAB").name == "lab-part"
+    assert hardware.load("lab").cmo_bw_gbps == 285      # policy default when a profile has none
+    assert hardware.known_names().count("910B3") == 1
+
+
+def test_broken_user_profile_names_the_file(tmp_path, monkeypatch):
+    d = tmp_path / "hw"
+    d.mkdir()
+    (d / "bad.yaml").write_text("name: x\npeaks_tflops: {bf16: 100}\n")   # no bandwidth
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(d))
+    with pytest.raises(InputError) as err:
+        hardware.available()
+    assert "bad.yaml" in str(err.value)
+
+
+@pytest.mark.parametrize("method", ["numpy", "torch"])
+def test_calibrate_writes_a_measured_cpu_profile(tmp_path, monkeypatch, method):
+    pytest.importorskip(method)
+    monkeypatch.setattr(_calibrate, "COPY_BYTES", 16 * 1024 * 1024)   # keep the test fast
+    p = hardware.calibrate(tmp_path / "out", seconds=0.3, method=method)
+    path = tmp_path / "out" / "cpu.yaml"
+    assert path.is_file() and p.path == str(path)
+    doc = yaml.safe_load(path.read_text())
+    assert doc["name"] == "cpu" and doc["measured"] is True
+    assert p.measured and p.name == "cpu"
+    assert p.peaks_tflops["fp32"] > 0 and p.hbm_bw_tbps > 0
+    if method == "torch":
+        assert p.peaks_tflops["bf16"] > 0
+    for key in p.peaks_tflops:
+        assert p.sources[f"peaks_tflops.{key}"].startswith("measured on this host")
+        assert method in p.sources[f"peaks_tflops.{key}"]
+    assert "measured on this host" in p.sources["hbm_bw_tbps"]
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(tmp_path / "out"))
+    assert hardware.load("CPU").measured
+    assert hardware.resolve("cpu").ridge("FLOAT") > 0
+
+
+def test_calibrate_default_goes_to_the_user_dir(tmp_path, monkeypatch):
+    pytest.importorskip("numpy")
+    monkeypatch.setattr(_calibrate, "COPY_BYTES", 16 * 1024 * 1024)
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(tmp_path / "u"))
+    hardware.calibrate(seconds=0.2, method="numpy")
+    assert (tmp_path / "u" / "cpu.yaml").is_file()
+    assert "cpu" in hardware.known_names()
+
+
+def test_calibrate_without_torch_or_numpy_gives_the_install_hint(tmp_path, monkeypatch):
+    monkeypatch.setattr(_calibrate, "_importable", lambda module: False)
+    with pytest.raises(InputError) as err:
+        hardware.calibrate(tmp_path, seconds=0.2)
+    assert "pip install 'cannbot-prefetch[torch]'" in str(err.value)
+    assert not (tmp_path / "cpu.yaml").exists()
