@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from .errors import InputError
 from .settings import configs_dir, load_yaml
 
@@ -243,10 +245,22 @@ def user_dir() -> Path:
     return Path(base) / "cannbot-prefetch" / "hardware"
 
 
+def _read_yaml(path: Path) -> Any:
+    """settings.load_yaml's errors, with libyaml's loader when present (10 files per lookup)."""
+    loader = getattr(yaml, "CSafeLoader", None)
+    if loader is None:
+        return load_yaml(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.load(fh, Loader=loader)  # noqa: S506 (a safe loader)
+    except (OSError, yaml.YAMLError):
+        return load_yaml(path)  # raises the InputError naming the file and line
+
+
 def _load_dir(folder: Path) -> list[HardwareProfile]:
     if not folder.is_dir():
         return []
-    return [from_dict(load_yaml(p), str(p)) for p in sorted(folder.glob("*.yaml"))]
+    return [from_dict(_read_yaml(p), str(p)) for p in sorted(folder.glob("*.yaml"))]
 
 
 def available() -> list[HardwareProfile]:
@@ -316,6 +330,22 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
         said.append(f"{cores} cube cores @ {mhz} MHz match no part")
     why = "; ".join(said) if said else "the profile names no part"
     return replace(prof, detected_from=f"assumed {DEFAULT_PART} ({why}); pass --hardware NAME to choose")
+
+
+def parse_peak_overrides(items: list[str] | tuple[str, ...] | None) -> dict[str, float]:
+    """`--peak-tflops DTYPE=V` values -> {peak key: TFLOPS}; a malformed item is an InputError."""
+    out: dict[str, float] = {}
+    for item in items or ():
+        dtype, sep, value = str(item).partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = float("nan")
+        if not sep or not dtype.strip() or not number > 0:
+            raise InputError(f"--peak-tflops expects DTYPE=TFLOPS with a positive number, not {item!r}",
+                             hint="e.g. --peak-tflops bf16=280")
+        out[peak_key(dtype.strip())] = number
+    return out
 
 
 def is_assumed(prof: HardwareProfile) -> bool:

@@ -210,3 +210,21 @@ def test_calibrate_without_torch_or_numpy_gives_the_install_hint(tmp_path, monke
         hardware.calibrate(tmp_path, seconds=0.2)
     assert "pip install 'cannbot-prefetch[torch]'" in str(err.value)
     assert not (tmp_path / "cpu.yaml").exists()
+
+
+def test_parse_peak_overrides():
+    assert hardware.parse_peak_overrides(["BF16=280", "fp32=100.5"]) == {"bf16": 280.0, "fp32": 100.5}
+    assert hardware.parse_peak_overrides(None) == {}
+    for bad in (["bf16"], ["bf16=abc"], ["=3"], ["bf16=0"], ["bf16=-1"]):
+        with pytest.raises(InputError, match="DTYPE=TFLOPS"):
+            hardware.parse_peak_overrides(bad)
+
+
+def test_unparseable_user_yaml_names_the_file_and_line(tmp_path, monkeypatch):
+    d = tmp_path / "hw"
+    d.mkdir()
+    (d / "broken.yaml").write_text("name: x\npeaks_tflops: {bf16: [\n")
+    monkeypatch.setenv(hardware.USER_DIR_ENV, str(d))
+    with pytest.raises(InputError) as err:
+        hardware.load("910B3")
+    assert "broken.yaml" in str(err.value) and "line" in str(err.value)
