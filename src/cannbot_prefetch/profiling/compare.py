@@ -226,6 +226,34 @@ def _match_target(df: pl.DataFrame, sig: dict[str, Any]) -> tuple[pl.DataFrame, 
     return df.clear(), ""
 
 
+def _first_model_frame(stack) -> str | None:
+    frames = stack if isinstance(stack, (list, tuple)) else str(stack or "").split(";")
+    for f in frames:
+        f = str(f).strip()
+        if f and "torch/" not in f and "torch\\" not in f:
+            return f
+    return None
+
+
+def _narrow(hits: pl.DataFrame, ev: dict[str, Any], ops: Sequence[str]) -> tuple[pl.DataFrame, str]:
+    """Kernels sharing the signature but not the call site (gate_proj and up_proj have the same
+    shapes): keep those at the plan's call site when the evidence has a stack, else those whose
+    nearest predecessor on the stream is one of the window ops. No narrowing when nothing is left."""
+    frame = _first_model_frame(ev.get("stack") or ev.get("call_stack") or "")
+    if frame and hits["stack"].null_count() < hits.height:
+        sub = hits.filter(pl.col("stack").fill_null("").str.contains(frame, literal=True))
+        if 0 < sub.height < hits.height:
+            return sub, f"{sub.height} of {hits.height} kernels with the signature are at the plan's call site"
+    if ops:
+        wanted = [o.lower() for o in ops]
+        sub = hits.filter(pl.col("_prev_type").fill_null("").str.to_lowercase().is_in(wanted)
+                          | pl.col("_prev_name").fill_null("").str.to_lowercase().is_in(wanted))
+        if 0 < sub.height < hits.height:
+            return sub, (f"{sub.height} of {hits.height} kernels with the signature follow the "
+                         "window ops (the others are another call site)")
+    return hits, ""
+
+
 def _window_for(stream_rows: list[dict], idx: int, ops: Sequence[str], reach: int
                 ) -> tuple[float, float | None, list[str]]:
     """Window ops before stream_rows[idx]: (busy us, gap us from first op start, types found)."""
@@ -292,10 +320,11 @@ def _measure_site(site: "Site", df: pl.DataFrame, steps: list[int | None], lookb
         return SiteMeasure(site.id, False, note="no kernel with the plan's signature "
                            f"({sig.get('type', '?')} {sig.get('input_shapes', '?')} "
                            f"{sig.get('dtypes', '')})")
-    stream = hits["stream"].drop_nulls().mode().to_list()
-    stream = stream[0] if stream else None
     win = ev.get("window") if isinstance(ev.get("window"), dict) else {}
     ops = [str(o) for o in (win.get("ops") or []) if o]
+    hits, narrowed = _narrow(hits, ev, ops)
+    stream = hits["stream"].drop_nulls().mode().to_list()
+    stream = stream[0] if stream else None
     reach = len(ops) + max(lookback, 1)
     target_sets = set(hits["_ix"].to_list())
     per_step_t, per_step_total, per_step_w, per_step_gap, per_step_wait = [], [], [], [], []
@@ -336,6 +365,8 @@ def _measure_site(site: "Site", df: pl.DataFrame, steps: list[int | None], lookb
     note = ""
     if ops and not per_step_w:
         note = f"window ops {', '.join(ops)} not found before the target on its stream"
+    if narrowed:
+        note = (note + "; " if note else "") + narrowed
     if how == "shapes":
         note = (note + "; " if note else "") + (
             f"matched by shapes and dtypes: the kernel type is {hits['type'][0]}, "
@@ -465,7 +496,9 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *,
                     step_times: pl.DataFrame | None = None, l2_cache: pl.DataFrame | None = None,
                     lookback: int = 3) -> ProfileMeasure:
     """Every plan site measured in `profile` (see the module docstring)."""
-    df = profile.table.df.with_row_index("_ix")
+    df = (profile.table.df.with_row_index("_ix").sort("start_ns")
+          .with_columns(pl.col("type").shift(1).over(["step", "stream"]).alias("_prev_type"),
+                        pl.col("name").shift(1).over(["step", "stream"]).alias("_prev_name")))
     info = profile.info
     steps = _steps_of(df)
     hits_by_site = []
