@@ -1,0 +1,297 @@
+"""The checks themselves (torch is imported by the caller; nothing here imports torch_npu).
+
+- outputs_equal: switch off vs on, bit for bit (a prefetch is a cache hint: nothing may change).
+- check_calls: each planned site fired, with the planned weight tensor (by identity), a
+  dependency tensor (never None), the planned size, no offset argument, in plan order per layer.
+- graph_order: the model captured with make_fx with every prefetch as a custom op that has a side
+  effect; each prefetch node must follow its dependency, precede the first node that reads its
+  weight (the target's matmul), and its dependency must be an ancestor of that matmul.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..plan import Plan, Site
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool
+    detail: str = ""
+    site: str | None = None
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "site": self.site, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass
+class Expected:
+    """Planned weight tensors: id(tensor) -> (site id, owner module name)."""
+
+    by_tensor: dict[int, tuple[str, str]] = field(default_factory=dict)
+    tensors: dict[int, Any] = field(default_factory=dict)
+    per_site: dict[str, int] = field(default_factory=dict)
+
+
+def _layer_index(name: str) -> int:
+    m = re.search(r"(?:^|\.)layers\.(\d+)(?:\.|$)", name)
+    return int(m.group(1)) if m else -1
+
+
+def expected_weights(model, plan: Plan) -> Expected:
+    exp = Expected()
+    for site in plan.sites:
+        exp.per_site[site.id] = 0
+        for name, mod in model.named_modules():
+            if type(mod).__name__ != site.insert.cls:
+                continue
+            try:
+                weight = eval(site.target.weight_expr, {}, {"self": mod})  # noqa: S307 - plan text
+            except Exception:  # absent / None module (conditional, last layer): not expected
+                continue
+            if weight is None:
+                continue
+            exp.by_tensor[id(weight)] = (site.id, name)
+            exp.tensors[id(weight)] = weight
+            exp.per_site[site.id] += 1
+    return exp
+
+
+def outputs_equal(a, b) -> tuple[bool, str]:
+    import torch
+
+    def flat(x, path="out"):
+        if isinstance(x, torch.Tensor):
+            yield path, x
+        elif isinstance(x, dict) or hasattr(x, "items"):
+            for k, v in x.items():
+                yield from flat(v, f"{path}.{k}")
+        elif isinstance(x, (list, tuple)):
+            for i, v in enumerate(x):
+                yield from flat(v, f"{path}[{i}]")
+
+    fa, fb = list(flat(a)), list(flat(b))
+    if [p for p, _ in fa] != [p for p, _ in fb]:
+        return False, "the outputs have different structure"
+    if not fa:
+        return False, "the model returned no tensors"
+    for (p, x), (_, y) in zip(fa, fb):
+        if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+            diff = (x.float() - y.float()).abs().max().item() if x.shape == y.shape else "shape"
+            return False, f"{p} differs (max abs diff {diff})"
+    return True, f"{len(fa)} tensor(s) bit-identical"
+
+
+def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
+    out: list[Check] = []
+    order = {s.id: k for k, s in enumerate(plan.sites)}
+    fired: dict[str, int] = {s.id: 0 for s in plan.sites}
+    unknown = 0
+    seq: list[tuple[int, str]] = []
+    bad: dict[str, list[str]] = {s.id: [] for s in plan.sites}
+    sites = {s.id: s for s in plan.sites}
+    for c in calls:
+        hit = exp.by_tensor.get(id(c.weight))
+        if hit is None:
+            unknown += 1
+            continue
+        sid, owner = hit
+        fired[sid] += 1
+        seq.append((_layer_index(owner), sid))
+        s: Site = sites[sid]
+        if c.dependency is None:
+            bad[sid].append("dependency is None")
+        if c.max_size != s.max_size:
+            bad[sid].append(f"size {c.max_size} != planned {s.max_size}")
+        if c.offset is not None or c.nargs != 3:
+            bad[sid].append(f"offset argument passed ({c.offset!r})")
+    for s in plan.sites:
+        want = exp.per_site[s.id]
+        ok = want > 0 and fired[s.id] == want and not bad[s.id]
+        detail = f"fired {fired[s.id]}/{want} with the planned weight, size {s.max_size}"
+        if want == 0:
+            detail = f"no module of {s.insert.cls} holds {s.target.weight_expr}"
+        if bad[s.id]:
+            detail += "; " + "; ".join(sorted(set(bad[s.id])))
+        out.append(Check("fires", ok, detail, s.id))
+    # plan order within each layer
+    by_layer: dict[int, list[int]] = {}
+    for layer, sid in seq:
+        by_layer.setdefault(layer, []).append(order[sid])
+    disorder = [layer for layer, idx in by_layer.items() if idx != sorted(idx)]
+    out.append(Check("plan order", not disorder,
+                     "sites fired in plan order in every layer" if not disorder else
+                     f"out of plan order in layer(s) {disorder}"))
+    if unknown:
+        out.append(Check("unplanned calls", False, f"{unknown} npu_prefetch call(s) with a weight "
+                                                   f"no site plans (a wrong weight expression?)"))
+    return out
+
+
+# ---------------------------------------------------------------- graph order
+
+_LIB = None
+
+
+def prefetch_op():
+    """A CPU stand-in custom op for npu_prefetch, registered with a side effect."""
+    global _LIB
+    import torch
+
+    if _LIB is None:
+        _LIB = torch.library.Library("cbp_verify", "DEF")
+        _LIB.define("npu_prefetch(Tensor self, Tensor? dependency, int max_size, int offset=0) -> ()")
+        _LIB.impl("npu_prefetch", lambda *a, **k: None, "CompositeExplicitAutograd")
+        torch.fx.node.has_side_effect(torch.ops.cbp_verify.npu_prefetch.default)
+    return torch.ops.cbp_verify.npu_prefetch.default
+
+
+def pick_layer(model, plan: Plan):
+    """(name, module): the outermost module whose class receives a prefetch (a decoder layer)."""
+    classes = {s.insert.cls for s in plan.sites}
+    found = [(n.count("."), k, n, m) for k, (n, m) in enumerate(model.named_modules())
+             if type(m).__name__ in classes]
+    if not found:
+        return None, None
+    _, _, name, mod = min(found)
+    return name, mod
+
+
+def capture_inputs(layer, run):
+    """Run the model once and keep the (args, kwargs) of the layer's first call."""
+    seen = {}
+
+    def hook(mod, args, kwargs):
+        seen.setdefault("call", (args, dict(kwargs)))
+
+    h = layer.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        run()
+    finally:
+        h.remove()
+    return seen.get("call")
+
+
+def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Check]:
+    """Capture one layer (`call` = its (args, kwargs)) with make_fx, every parameter of the model
+    a graph input, and check each prefetch node."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    op = prefetch_op()
+    params = dict(model.named_parameters(remove_duplicate=False))
+    params.update(dict(model.named_buffers(remove_duplicate=False)))
+    names = list(params)
+    args, kwargs = call
+
+    def f(p, a, k):
+        with _reparametrize_module(model, p, strict=False):
+            return layer(*a, **k)
+
+    rec.graph_op = op
+    try:
+        gm = make_fx(f, tracing_mode="real")(params, args, kwargs)
+    except Exception as exc:  # a layer make_fx cannot trace: say so, do not guess
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return [Check("graph order", False, f"capture of {layer_name} failed: "
+                                            f"{type(exc).__name__}: {first[:200]}")]
+    finally:
+        rec.graph_op = None
+    nodes = list(gm.graph.nodes)
+    index = {n: i for i, n in enumerate(nodes)}
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    param_of = {placeholders[i]: names[i] for i in range(min(len(names), len(placeholders)))}
+    exp_by_name: dict[str, str] = {}
+    for s in plan.sites:
+        for name, mod in model.named_modules():
+            if type(mod).__name__ != s.insert.cls:
+                continue
+            try:
+                w = eval(s.target.weight_expr, {}, {"self": mod})  # noqa: S307
+            except Exception:
+                continue
+            for pname, p in model.named_parameters(remove_duplicate=False):
+                if p is w:
+                    exp_by_name[pname] = s.id
+    views = {"t", "view", "transpose", "permute", "reshape", "_unsafe_view", "expand", "select",
+             "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split"}
+
+    def first_real_user(node, skip):
+        """The first node that computes with `node` (through views), other than `skip`."""
+        best = None
+        todo = [node]
+        seen = set()
+        while todo:
+            n = todo.pop()
+            for u in n.users:
+                if u is skip or u in seen:
+                    continue
+                seen.add(u)
+                name = getattr(u.target, "__name__", str(u.target)).split(".")[0]
+                if name in views:
+                    todo.append(u)
+                elif best is None or index[u] < index[best]:
+                    best = u
+        return best
+
+    def ancestors(node):
+        out, todo = set(), [node]
+        while todo:
+            n = todo.pop()
+            for a in n.all_input_nodes:
+                if a not in out:
+                    out.add(a)
+                    todo.append(a)
+        return out
+
+    checks: list[Check] = []
+    sites_by_id = {s.id: s for s in plan.sites}
+    count: dict[str, int] = {}
+    problems: dict[str, list[str]] = {}
+    for n in nodes:
+        if n.op != "call_function" or n.target is not op:
+            continue
+        w, dep = n.args[0], n.args[1]
+        pname = param_of.get(w)
+        sid = exp_by_name.get(pname or "", None)
+        if sid is None:
+            checks.append(Check("graph order", False, f"prefetch of {pname or w} is not planned"))
+            continue
+        count[sid] = count.get(sid, 0) + 1
+        probs = problems.setdefault(sid, [])
+        if dep is None:
+            probs.append("no dependency node")
+            continue
+        if index[dep] >= index[n]:
+            probs.append(f"{pname}: prefetch before its dependency")
+        if sites_by_id[sid].target.scope == "next_layer":
+            outputs = [x for x in nodes if x.op == "output"]
+            if not outputs or dep not in ancestors(outputs[0]):
+                probs.append(f"{pname}: the dependency does not flow into the layer's output")
+            continue
+        user = first_real_user(w, n)
+        if user is None:
+            probs.append(f"{pname}: nothing reads the weight after the prefetch")
+            continue
+        if index[user] < index[n]:
+            probs.append(f"{pname}: the target ({user.target}) runs before the prefetch")
+        elif dep not in ancestors(user):
+            probs.append(f"{pname}: the dependency does not flow into the target ({user.target})")
+    for s in plan.sites:
+        if s.id not in count:
+            inside = any(n == layer_name or n.startswith(layer_name + ".")
+                         for n, m in model.named_modules() if type(m).__name__ == s.insert.cls)
+            checks.append(Check("graph order", False,
+                                f"no prefetch node in the captured {layer_name}" if inside else
+                                f"{s.insert.cls} is not inside {layer_name}: not captured", s.id))
+            continue
+        probs = problems.get(s.id, [])
+        checks.append(Check("graph order", not probs,
+                            f"{count[s.id]} node(s) after the dependency, before the target"
+                            if not probs else "; ".join(probs[:3]), s.id))
+    return checks

@@ -1,0 +1,194 @@
+"""`verify PLAN --factory MODULE:FUNC`: run the rewritten model with the switch off and on.
+
+FUNC() returns `(model, inputs)`; inputs are a dict (keyword arguments), a tuple (positional)
+or one tensor. The switch is flipped on the built model (every module's `self.<switch>` and the
+helper's module-level ENABLED), so one model serves both runs with the same weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..plan import Plan, load_plan, write_atomic
+from .checks import (Check, capture_inputs, check_calls, expected_weights, graph_order,
+                     outputs_equal, pick_layer)
+
+INSTALL_HINT = "install the optional extra: pip install 'cannbot-prefetch[torch]'"
+
+
+@dataclass
+class VerifyResult:
+    plan: str
+    factory: str
+    stub: bool
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    def to_json(self) -> dict:
+        return {"plan": self.plan, "factory": self.factory, "passed": self.passed,
+                "torch_npu": "stub (recording, this process only)" if self.stub else "real",
+                "checks": [c.to_json() for c in self.checks]}
+
+
+def require_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise InputError("verify needs torch, which is not installed", hint=INSTALL_HINT) from None
+    return torch
+
+
+def _call(fn, inputs):
+    if isinstance(inputs, dict):
+        return fn(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return fn(*inputs)
+    return fn(inputs)
+
+
+def helpers_of(model) -> list:
+    out, seen = [], set()
+    for m in model.modules():
+        mod = sys.modules.get(type(m).__module__)
+        h = getattr(mod, "_cbp", None) if mod is not None else None
+        if h is not None and hasattr(h, "npu_prefetch") and id(h) not in seen:
+            seen.add(id(h))
+            out.append(h)
+    return out
+
+
+def set_switch(model, name: str, on: bool) -> int:
+    """Flip the switch on a built model; returns how many modules carry it."""
+    n = 0
+    for m in model.modules():
+        if name in vars(m):
+            object.__setattr__(m, name, on)
+            n += 1
+    for h in helpers_of(model):
+        h.ENABLED = on
+    return n
+
+
+@contextlib.contextmanager
+def _recording():
+    """The real torch_npu (wrapped to record) when importable, else the stub."""
+    from .stub import Recorder, stub_torch_npu
+
+    if importlib.util.find_spec("torch_npu") is None:
+        with stub_torch_npu() as rec:
+            yield rec, True
+        return
+    import torch_npu  # a real NPU machine
+
+    rec = Recorder()
+    original = torch_npu.npu_prefetch
+
+    def wrapped(*a, **k):
+        rec.npu_prefetch(*a, **k)
+        return original(*a, **k)
+
+    torch_npu.npu_prefetch = wrapped
+    try:
+        yield rec, False
+    finally:
+        torch_npu.npu_prefetch = original
+
+
+def verify_model(model, inputs, plan: Plan, *, graph: bool = True) -> tuple[list[Check], bool]:
+    """All checks on a built model; returns (checks, stub_used)."""
+    torch = require_torch()
+    checks: list[Check] = []
+    if hasattr(model, "eval"):
+        model.eval()
+    name = plan.switch.name
+    with _recording() as (rec, stub), torch.no_grad():
+        carriers = set_switch(model, name, False)
+        helpers = helpers_of(model)
+        if not helpers:
+            checks.append(Check("helper", False, "the model's modules do not import the "
+                                                 "cannbot-prefetch helper: was the plan applied?"))
+            return checks, stub
+        checks.append(Check("switch", carriers > 0 or True,
+                            f"{carriers} module(s) carry self.{name}; helper mode {helpers[0].MODE}"))
+        off = _call(model, inputs)
+        checks.append(Check("switch off: no prefetch", not rec.calls,
+                            "no npu_prefetch call" if not rec.calls else
+                            f"{len(rec.calls)} call(s) with the switch off"))
+        rec.calls.clear()
+        set_switch(model, name, True)
+        try:
+            on = _call(model, inputs)
+        finally:
+            set_switch(model, name, False)
+        same, detail = outputs_equal(off, on)
+        checks.append(Check("outputs off == on", same, detail))
+        checks += check_calls(plan, expected_weights(model, plan), rec.calls)
+        if graph:
+            rec.calls.clear()
+            set_switch(model, name, True)
+            modes = [h.MODE for h in helpers]
+            for h in helpers:
+                h.MODE = "ge_graph"
+            try:
+                layer_name, layer = pick_layer(model, plan)
+                call = capture_inputs(layer, lambda: _call(model, inputs)) if layer is not None else None
+                if call is None:
+                    checks.append(Check("graph order", False, "no module of the planned classes ran"))
+                else:
+                    rec.calls.clear()
+                    checks += graph_order(model, layer_name, layer, call, plan, rec)
+            finally:
+                for h, m in zip(helpers, modes):
+                    h.MODE = m
+                set_switch(model, name, False)
+    return checks, stub
+
+
+def load_factory(spec: str):
+    if ":" not in spec:
+        raise InputError(f"--factory must be MODULE:FUNC, not {spec!r}")
+    mod_name, func = spec.split(":", 1)
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        if mod_name.endswith(".py") or "/" in mod_name:
+            path = Path(mod_name)
+            s = importlib.util.spec_from_file_location(path.stem, path)
+            if s is None or not path.is_file():
+                raise InputError("factory file not found", path=str(path))
+            module = importlib.util.module_from_spec(s)
+            sys.path.insert(0, str(path.resolve().parent))
+            s.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise InputError(f"cannot import factory module {mod_name!r}: {exc}") from None
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise InputError(f"factory {spec!r}: {mod_name} has no function {func}")
+    return fn
+
+
+def run_verify(plan_path, factory: str, *, out=None) -> VerifyResult:
+    require_torch()
+    plan = load_plan(plan_path)
+    fn = load_factory(factory)
+    built = fn()
+    if not (isinstance(built, tuple) and len(built) == 2):
+        raise InputError(f"factory {factory!r} must return (model, inputs)")
+    model, inputs = built
+    checks, stub = verify_model(model, inputs, plan)
+    result = VerifyResult(str(plan_path), factory, stub, checks)
+    if out is not None:
+        write_atomic(out, json.dumps(result.to_json(), indent=2) + "\n")
+    return result
