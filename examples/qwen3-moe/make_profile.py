@@ -16,7 +16,7 @@ sys.path.insert(0, str(HERE.parent))
 from synth.cli import run  # noqa: E402
 
 # What the committed profile was generated with (kept small enough to commit: see README.md).
-OPTIONS = {"layers": 8, "steps": 3, "tokens": 1, "context_len": 1024, "stacks": "outer", "seed": 0}
+OPTIONS = {"layers": 8, "steps": 3, "decode_tokens": 1, "context_len": 1024, "stacks": "outer", "seed": 0}
 
 if __name__ == "__main__":
     run(HERE, OPTIONS, sys.argv[1:])

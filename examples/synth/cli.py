@@ -1,7 +1,7 @@
 """Shared command line of the examples' make_profile.py scripts.
 
     python examples/<example>/make_profile.py [--hardware 910B3|910B4] [--out DIR] [--layers N]
-                                              [--steps N] [--tokens N] [--model-src PATH]
+                                              [--steps N] [--decode-tokens N] [--model-src PATH]
 
 writes DIR/<host>_<pid>_<ts>_ascend_pt/ (replacing a previously GENERATED one there) and
 DIR/GENERATED.txt. Default DIR: the example's profile/ (910B3) or profile-910b4/ (910B4).
@@ -53,12 +53,12 @@ def run(example_dir: Path, options: Mapping[str, Any], argv: Sequence[str] | Non
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--layers", type=int, default=None, help="emit the first N decoder layers")
     ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--tokens", type=int, default=None, help="decode batch (tokens per step)")
+    ap.add_argument("--decode-tokens", type=int, default=None, help="decode batch (tokens per step)")
     ap.add_argument("--model-src", type=Path, default=None,
                     help="model source file to take call-site lines from (default: the pinned table)")
     a = ap.parse_args(argv)
     opts = dict(options)
-    for key in ("layers", "steps", "tokens"):
+    for key in ("layers", "steps", "decode_tokens"):
         if getattr(a, key) is not None:
             opts[key] = getattr(a, key)
     if a.model_src is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -161,8 +161,8 @@ class Op:
     occurrence: int = 1                     # which match of `call` in the forward (1 = first)
     # Model-source frames, innermost first: (class, call text, occurrence). Filled by step_ops.
     frames: tuple[tuple[str, str, int], ...] = ()
-    # Torch frames inside the innermost model frame: "linear" (nn.Linear: linear.py + module.py),
-    # "module" (a module call: module.py, then the callee's forward), or "" (a plain function).
+    # Frames inside the innermost model frame: "linear" (nn.Linear: linear.py + module.py),
+    # "embedding" (nn.Embedding), "act" (transformers' SiLUActivation), or "" (a plain call).
     inner: str = ""
     # Shapes the framework op (cpu_op "Input Dims") sees, when they differ from the kernel's
     # (nn.Linear gets x as [B, S, K]); None = the kernel's inputs.
@@ -241,11 +241,12 @@ def _attention(spec: ModelSpec, b: int, q_len: int, kv_len: int, layer: int) -> 
     cache = _t(b, nkv, kv_len, hd, dtype=dt)
     upd = _t(b, nkv, q_len, hd, dtype=dt)
     idx = _t(b, dtype="INT64")
-    for which in (1, 2):  # key, value cache update (cache.update -> in-place scatter)
-        ops.append(_vec("ScatterUpdate", "aclnnInplaceScatterUpdate_ScatterUpdate_ScatterUpdate",
-                        (cache, idx, upd), (upd,), klass, f"{klass}.cache_update", "cache.update(",
-                        layer, "npu::scatter_update_", "aclnnInplaceScatterUpdate", 1.0))
-        del which
+    for _ in (1, 2):  # key, value cache update (cache.update -> in-place scatter)
+        sc = _vec("ScatterUpdate", "aclnnInplaceScatterUpdate_ScatterUpdate_ScatterUpdate",
+                  (cache, idx, upd), (upd,), klass, f"{klass}.cache_update", "cache.update(",
+                  layer, "npu::scatter_update_", "aclnnInplaceScatterUpdate", 1.0)
+        # In place: only the new rows are read and written, not the whole cache.
+        ops.append(replace(sc, bytes=2 * upd.nbytes + idx.nbytes))
     # Attention over the KV cache: BNSD q [B,N,S,D], k/v caches [B,Nkv,S_kv,D]; cube work.
     out = _t(b, nq, q_len, hd, dtype=dt)
     qk_flops = 4.0 * b * nq * q_len * kv_len * hd
@@ -411,7 +412,6 @@ def _parent(spec: ModelSpec, klass: str) -> tuple[str, str, int] | None:
 
 def _with_frames(spec: ModelSpec, op: Op, b: int, q_len: int) -> Op:
     """Attach the model-source frames (innermost first) a with_stack profile would record."""
-    from dataclasses import replace
     p = spec.prefix
     frames: list[tuple[str, str, int]] = []
     inner = ""
@@ -422,6 +422,10 @@ def _with_frames(spec: ModelSpec, op: Op, b: int, q_len: int) -> Op:
         inner = ""
     elif op.aten == "aten::linear" and call.startswith("self."):
         inner = "linear"
+    elif op.type == "GatherV2":
+        inner = "embedding"       # nn.Embedding: torch/nn/modules/sparse.py + module.py
+    elif op.type == "Silu" and call == "self.act_fn(":
+        inner = "act"             # transformers SiLUActivation module + module.py
     elif op.type == "RmsNorm":
         # A fused npu_rms_norm inside the RMSNorm module's forward (line of its `def forward`).
         frames.append((f"{p}RMSNorm", "def forward", 1))

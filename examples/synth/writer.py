@@ -69,7 +69,10 @@ SCRIPT_PATH = "/home/user/decode.py"
 # Lines of the driver script (a plain greedy loop: logits = model(ids).logits; torch.argmax(...)).
 SCRIPT_LINES = {"model(": 41, "torch.argmax(": 42}
 # torch 2.13.0 lines (torch/nn/modules/linear.py, module.py) used in the torch frames.
-TORCH_LINES = {"linear.forward": 134, "module._call_impl": 1789, "module._wrapped_call_impl": 1778}
+TORCH_LINES = {"linear.forward": 134, "sparse.forward": 189, "module._call_impl": 1789,
+               "module._wrapped_call_impl": 1778}
+# transformers 5.24.0 transformers/activations.py: SiLUActivation.forward's return line.
+ACT_LINE = 103
 PINNED_LINES = Path(__file__).with_name("source_lines.json")
 NL = ";\r\n"   # separator of trace arg lists, as in the real trace_view.json
 
@@ -194,13 +197,15 @@ def _cmo_op(target: M.Op, window: M.Op, nbytes: int) -> M.Op:
                 target.weight, "cmo", window.occurrence, frames=window.frames, inner="")
 
 
-def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, tokens: int = 1,
+def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_tokens: int = 1,
                    layers: int | Sequence[int] | None = None, phase: str = "decode",
                    seq_len: int = 128, context_len: int = 1024,
                    prefetch: Mapping[str, Sequence[Any]] | None = None, prefetch_coef: float = 0.5,
                    comm: Sequence[str] = (), comm_layers: Sequence[int] | None = None,
                    seed: int = 0, prefill_first: bool = False) -> list[Kernel]:
     """All device tasks of `steps` steps, in start order.
+
+    decode_tokens: the batch (M of every decode MatMul); a prefill step has M = decode_tokens * seq_len.
 
     prefetch: attr -> (speedup, slowdown[, window attr]): the target MatMul's duration is divided
       by speedup, its window op's multiplied by slowdown; a CMO task of prefetch_coef * weight
@@ -220,8 +225,8 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, tokens:
     hccl_n = 0
     for s in range(1, steps + 1):
         ph = "prefill" if (prefill_first and s == 1) else phase
-        ops = M.step_ops(spec, tokens, layers, ph, seq_len, context_len)
-        m_rows = tokens * (seq_len if ph == "prefill" else 1)
+        ops = M.step_ops(spec, decode_tokens, layers, ph, seq_len, context_len)
+        m_rows = decode_tokens * (seq_len if ph == "prefill" else 1)
         # Expand: HCCL before chosen ops, CMO prefetch before the window op.
         seq: list[tuple[M.Op, dict[str, Any]]] = []
         for i, op in enumerate(ops):
@@ -439,6 +444,12 @@ def call_stack(op: M.Op, spec: M.ModelSpec, lines: Mapping[str, int], line_mode:
     if op.inner == "linear":
         frames.append(f"{tdir}/linear.py({TORCH_LINES['linear.forward']}): forward")
         frames += module_frames
+    elif op.inner == "embedding":
+        frames.append(f"{tdir}/sparse.py({TORCH_LINES['sparse.forward']}): forward")
+        frames += module_frames
+    elif op.inner == "act":
+        frames.append(f"{SITE_PACKAGES}/transformers/activations.py({ACT_LINE}): forward")
+        frames += module_frames
     for i, (klass, call, occ) in enumerate(op.frames):
         if i > 0:
             frames += module_frames
@@ -556,7 +567,7 @@ def _json(obj: Any) -> str:
 
 
 def generate(config: str | Path | Mapping[str, Any], out_dir: str | Path, *, hardware: str = "910B3",
-             steps: int = 3, tokens: int = 1, layers: int | Sequence[int] | None = None,
+             steps: int = 3, decode_tokens: int = 1, layers: int | Sequence[int] | None = None,
              phase: str = "decode", seq_len: int = 128, context_len: int = 1024,
              prefill_first: bool = False,
              prefetch: Mapping[str, Sequence[Any]] | None = None, prefetch_coef: float = 0.5,
@@ -571,7 +582,7 @@ def generate(config: str | Path | Mapping[str, Any], out_dir: str | Path, *, har
     """
     spec = M.load_config(config)
     hw = T.hardware(hardware)
-    kernels = build_timeline(spec, hw, steps=steps, tokens=tokens, layers=layers, phase=phase,
+    kernels = build_timeline(spec, hw, steps=steps, decode_tokens=decode_tokens, layers=layers, phase=phase,
                              seq_len=seq_len, context_len=context_len, prefetch=prefetch,
                              prefetch_coef=prefetch_coef, comm=comm, comm_layers=comm_layers,
                              seed=seed, prefill_first=prefill_first)
