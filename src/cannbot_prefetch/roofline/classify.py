@@ -53,7 +53,7 @@ class SignatureCost:
     formats: str | None
     count: int
     total_us: float
-    mean_us: float | None
+    mean_us: float
     share: float | None             # of total step time (Roofline.share_basis says which)
     flops: float | None
     bytes: int | None
@@ -159,7 +159,7 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
     cost, reason = cost_or_reason(family, row["__type"], row["input_shapes"], row["input_dtypes"],
                                   row["input_formats"], row["output_shapes"], row["output_dtypes"],
                                   row["output_formats"])
-    mean_us = row["mean_us"]
+    mean_us = float(row["mean_us"] or 0.0)   # 0.0 when no row has a duration
     mac, mte2 = row.get("mac"), row.get("mte2")
     measured = measured_verdict(mac, mte2, pol)
     notes: list[str] = []
