@@ -79,10 +79,11 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         hw = hw.with_overrides(hbm_bw_tbps=opts.hbm_bw_tbps, peaks=opts.peak_tflops or None,
                                cmo_bw_gbps=opts.cmo_bw_gbps)
     if "assum" in (hw.detected_from or "").lower():
-        warnings.append(f"hardware: {hw.detected_from}; pass --hardware to choose")
+        warnings.append(f"hardware: {hw.detected_from}")
 
     roof = None
     signatures: list[dict[str, Any]] = []
+    top: list[int] = []
     notes: list[str] = list(info.notes) if info else []
     if profile is not None:
         from .roofline.classify import classify
@@ -90,6 +91,9 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         roof = classify(profile.table, hw)
         notes.extend(roof.notes)
         signatures = [_signature_json(s) for s in roof.signatures]
+        from .roofline.classify import select_top
+
+        top = [s.sig_id for s in select_top(roof, opts.top)]
 
     candidates: list[dict[str, Any]] = []
     rejections: list[dict[str, Any]] = []
@@ -104,8 +108,6 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         notes.extend(outcome.notes)
         warnings.extend(outcome.warnings)
     elif roof is not None:
-        from .roofline.classify import select_top
-
         for s in select_top(roof, opts.top):
             candidates.append({"signature": _sig_label(s), "sig_id": s.sig_id,
                                "total_us": s.total_us, "mean_us": s.mean_us,
@@ -120,6 +122,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         "profile": _profile_json(info),
         "hardware": hw.to_json(),
         "signatures": signatures,
+        "top": top,
         "candidates": candidates,
         "rejections": rejections,
         "notes": notes,

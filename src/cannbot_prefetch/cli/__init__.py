@@ -38,7 +38,7 @@ def guarded(debug: bool, fn: Callable[[], T]) -> T:
             traceback.print_exc()
         print(f"error: {err}", file=sys.stderr)
         raise typer.Exit(err.exit_code) from None
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+    except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
         raise
     except Exception as err:  # a bug, not a user mistake: still one line unless --debug
         if debug:
@@ -64,4 +64,8 @@ _register()
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # `cannbot ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        raise SystemExit(0) from None

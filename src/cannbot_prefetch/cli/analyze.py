@@ -129,7 +129,8 @@ def _mb(v) -> str:
 
 
 def render(doc: dict, top: int) -> None:
-    con = Console()
+    # Piped output gets a width that fits the table instead of Rich's 80-column default.
+    con = Console() if sys.stdout.isatty() else Console(width=150)
     p, hw = doc.get("profile"), doc["hardware"]
     if p:
         steps = ",".join(map(str, p["steps"])) or "all"
@@ -144,23 +145,35 @@ def render(doc: dict, top: int) -> None:
     con.print(f"[bold]Hardware[/] {hw['name']} ({hw.get('detected_from', '')}): peaks TFLOPS {peaks}; "
               f"HBM {hw.get('hbm_bw')} TB/s; L2 {_mb(hw.get('l2_bytes'))} MB"
               + (f"; overrides {hw['overrides']}" if hw.get("overrides") else ""))
-    sigs = [s for s in doc["signatures"] if s.get("verdict") == "memory-bound"]
-    sigs.sort(key=lambda s: -(s.get("total_us") or 0))
-    if doc["signatures"]:
-        t = Table(title=f"Top {min(top, len(sigs))} memory-bound MatMul-family signatures "
-                        f"(of {len(doc['signatures'])} signatures)", show_lines=False)
-        for col in ("type", "input shapes", "dtypes", "n", "mean µs", "total µs", "share",
-                    "weight MB", "AI", "ridge", "t_mem µs", "t_comp µs", "analytic", "measured", "note"):
-            t.add_column(col, overflow="fold")
-        for s in sigs[:top]:
-            t.add_row(s["type"], s.get("input_shapes") or "-", s.get("dtypes") or "-", str(s["count"]),
-                      _fmt(s["mean_us"]), _fmt(s["total_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
-                      _mb(s.get("weight_bytes")), _fmt(s.get("ai")), _fmt(s.get("ridge"), 0),
-                      _fmt(s.get("t_memory_us"), 2), _fmt(s.get("t_compute_us"), 2), s.get("verdict") or "-",
-                      s.get("measured_verdict") or "-", s.get("note") or "")
+    by_id = {s.get("sig_id"): s for s in doc["signatures"]}
+    sigs = [by_id[i] for i in doc.get("top", []) if i in by_id]
+    footnotes: list[str] = []
+    if not doc["signatures"] and p:
+        con.print("No MatMul-family operator with shapes in this profile.", style="bold")
+    elif not sigs:
+        con.print("No memory-bound MatMul-family operator (by roofline or counters): nothing to "
+                  "prefetch here.", style="bold")
+    else:
+        t = Table(title=f"Top {len(sigs)} memory-bound MatMul-family signatures by time, "
+                        f"by roofline or counters (of {len(doc['signatures'])} signatures)")
+        for col, just in (("#", "right"), ("type", "left"), ("input shapes / dtypes", "left"),
+                          ("n", "right"), ("mean µs", "right"), ("share", "right"),
+                          ("weight MB", "right"), ("AI / ridge", "right"),
+                          ("t_mem / t_comp µs", "right"), ("analytic / measured", "left")):
+            t.add_column(col, justify=just, overflow="fold")
+        for i, s in enumerate(sigs[:top], 1):
+            mark = ""
+            if s.get("note"):
+                footnotes.append(f"[{i}] {s['note']}")
+                mark = f" [{i}]"
+            t.add_row(str(i), s["type"], f"{s.get('input_shapes') or '-'}\n{s.get('dtypes') or '-'}",
+                      str(s["count"]), _fmt(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
+                      _mb(s.get("weight_bytes")), f"{_fmt(s.get('ai'))} / {_fmt(s.get('ridge'), 0)}",
+                      f"{_fmt(s.get('t_memory_us'), 2)} / {_fmt(s.get('t_compute_us'), 2)}",
+                      f"{s.get('verdict') or '-'} / {s.get('measured_verdict') or '-'}{mark}")
         con.print(t)
-        if not sigs:
-            con.print("No memory-bound MatMul-family operator: nothing to prefetch here.", style="bold")
+        for f in footnotes:
+            con.print(f, style="dim")
     for c in doc.get("candidates", []):
         if "site" in c:
             con.print(f"candidate: {c['site']}")
