@@ -143,6 +143,7 @@ class Candidate:
     window_stack: tuple[str, ...] = ()  # the window start op's call stack
     preds: tuple[PredOp, ...] = ()      # all examined predecessors, nearest first
     stream: str | None = None
+    site_rank: int = 0     # order among this signature's clusters with the same call-site frame
 
     @property
     def key(self) -> str:
@@ -163,6 +164,7 @@ class Rejection:
     preds: tuple[PredOp, ...] = ()
     stack: tuple[str, ...] = ()
     site: str = ""         # class.attr when mapping got that far
+    site_rank: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"signature": self.signature, "reason_code": self.reason_code,
@@ -389,8 +391,11 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
                                   "no instance of this signature on the timeline", t))
             continue
         clusters = _cluster(per, inst, lookback)
+        frames = [_first_model_frame(per[m[0][0]][m[0][1]].stack) for m in clusters]
+        ranks = frame_ranks(frames)
         for ci, members in enumerate(clusters):
-            c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps)
+            c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
+                             ranks[ci])
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))
 
@@ -429,40 +434,46 @@ def _first_model_frame(stack: str) -> str:
 
 
 def _cluster(per, inst, lookback) -> list[list[tuple[tuple, int]]]:
-    """Group instances by call site (stack) or by predecessor signature; order by first seen."""
+    """Group instances by call site: the first model frame of the stack (when stacks exist) and
+    the types and shapes of their predecessors (gate and up share a line); order by first seen.
+    Small groups (layer 0 sees the embedding, not the previous layer) fold into a big group
+    with the same frame and nearest predecessor type."""
     groups: dict[Any, list] = defaultdict(list)
     for key, j in inst:
         seq = per[key]
-        op = seq[j]
-        frame = _first_model_frame(op.stack) if op.stack else ""
-        if frame:
-            gk: Any = ("stack", frame)
-        else:
-            gk = ("preds", tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1]))
-        groups[gk].append((key, j))
-    if groups and all(k[0] == "preds" for k in groups):
-        groups = _merge_minor(groups, per)
-    ordered = sorted(groups.values(), key=lambda m: min(per[k][j].start for k, j in m))
-    return ordered
+        frame = _first_model_frame(seq[j].stack) if seq[j].stack else ""
+        preds = tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1])
+        groups[(frame, preds)].append((key, j))
+    groups = _merge_minor(groups)
+    return sorted(groups.values(), key=lambda m: min(per[k][j].start for k, j in m))
 
 
-def _merge_minor(groups, per):
-    """Layer 0 (or the last layer) sees other predecessors: fold clusters with few instances
-    into the big cluster whose nearest predecessor has the same type."""
+def _merge_minor(groups):
     total = sum(len(v) for v in groups.values())
     big = {k: v for k, v in groups.items() if len(v) > max(1, total // 10)}
     if not big:
         return groups
     out = {k: list(v) for k, v in big.items()}
-    for k, v in groups.items():
-        if k in big:
+    for (frame, preds), v in groups.items():
+        if (frame, preds) in big:
             continue
-        near = k[1][0][0] if k[1] else None
-        home = next((bk for bk in big if bk[1] and bk[1][0][0] == near), None)
+        near = preds[0][0] if preds else None
+        home = next((bk for bk in big if bk[0] == frame and bk[1] and bk[1][0][0] == near), None) \
+            or next((bk for bk in big if frame and bk[0] == frame), None)
         if home is None:
-            out[k] = list(v)
+            out[(frame, preds)] = list(v)
         else:
             out[home].extend(v)
+    return out
+
+
+def frame_ranks(clusters_frames: Sequence[str]) -> list[int]:
+    """Rank of each cluster among the clusters that share its call-site frame."""
+    seen: Counter = Counter()
+    out = []
+    for f in clusters_frames:
+        out.append(seen[f])
+        seen[f] += 1
     return out
 
 
@@ -540,7 +551,7 @@ def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, st
 
 
 def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
-            n_steps) -> Candidate | Rejection:
+            n_steps, rank: int) -> Candidate | Rejection:
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
     per_step = len(members) / n_steps
@@ -559,7 +570,7 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     if winner[0] == "x":
         share = f" ({n_win} of {len(decisions)} instances)" if len(decisions) > 1 else ""
         return Rejection(t.label, d1.code, d1.reason + share, t, ci, n_clusters, len(members),
-                         per_step, mean_us, preds, rep_stack)
+                         per_step, mean_us, preds, rep_stack, site_rank=rank)
     usable = [d.usable for _, _, d in agree]
     start_op = seq[j1 - 1 - d1.start_i]
     ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
@@ -576,7 +587,7 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
                  round(statistics.median(d.overlap_us for _, _, d in agree), 3), len(agree), why)
     wstack = tuple(s for s in start_op.stack.split(";") if s) if start_op.stack else ()
     return Candidate(t, ci, n_clusters, len(members), per_step, round(mean_us, 3), win,
-                     rep_stack, wstack, preds, key0[1])
+                     rep_stack, wstack, preds, key0[1], rank)
 
 
 class _OtherStreams:

@@ -1,0 +1,206 @@
+"""Stage 4: windows' candidates -> places in the model source (class, attribute, insertion).
+
+Best available first, and the site records which was used:
+  1. stack  - the kernel's call stack names the file(line) of the call (stack.py);
+  2. shape  - the kernel's weight shape matches an evaluated linear-like attribute, ties broken
+              by the order the layer runs them (shape.py);
+  3. manual - `--target CLASS.ATTR` / `--window EXPR` (manual.py).
+The insertion (lowest common caller, dependency, weight expression) comes from place.py and is
+checked with the rewriter's `dependency_problem` when that is importable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from .. import reasons
+from ..plan import Site
+from ..windows import Candidate, PredOp, Rejection
+from .place import Placement, nearest_legal, place
+from .shape import dims_match, matching_events, role_of
+from .source import Event, LinearAttr, ModelSource, flatten, roots
+from .stack import model_places
+
+
+@dataclass(frozen=True)
+class Mapped:
+    target: LinearAttr
+    placement: Placement
+    method: str                 # stack | shape | manual
+    role: str
+    window_call: str = ""       # the source call the window op was matched to
+    notes: tuple[str, ...] = ()
+
+
+def rewriter_check() -> Callable[[str, Site], str | None] | None:
+    try:
+        from ..rewrite.check import dependency_problem
+    except Exception:  # the rewriter is optional for analysis
+        return None
+    return dependency_problem
+
+
+def probe_site(pl: Placement, lin: LinearAttr) -> Site:
+    """A throw-away Site carrying just what the rewriter's check reads."""
+    from ..plan import Basis, Saving, Target
+    return Site(id="probe", target=Target(lin.file, lin.cls, lin.attr, pl.weight_expr),
+                insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=1,
+                basis=Basis((1,), 1.0, 0.5), ladder={}, mapping="shape", evidence={},
+                saving_us=Saving(0, 0, 0), source_sha256="")
+
+
+def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:
+    check = rewriter_check()
+    codes = {f: v.code for f, v in ms.files.items()}
+
+    def accept(pl: Placement, lin: LinearAttr) -> str | None:
+        if check is None:
+            return None
+        return check(codes[pl.file], probe_site(pl, lin))
+    return accept
+
+
+class Mapper:
+    """Holds the flattened forward pass of the model's root class."""
+
+    def __init__(self, ms: ModelSource, src_map=(), root: str | None = None):
+        self.ms = ms
+        self.src_map = tuple(src_map)
+        rs = [root] if root else roots(ms)
+        if not rs:
+            from ..errors import SourceError
+            raise SourceError("no model class with a forward() in the model source",
+                              path=", ".join(ms.files))
+        self.root = rs[0]
+        self.events = flatten(ms, self.root)
+        self.accept = checker(ms)
+
+    # -- the target ---------------------------------------------------------------------------
+    def find_target(self, cand: Candidate) -> tuple[int, str] | str:
+        t = cand.target
+        n, k = int(t.n or 0), int(t.k or 0)
+        if not n or not k:
+            return f"the roofline gives no weight shape for {t.label}"
+        family = t.family or ""
+        pool = [i for i, e in enumerate(self.events) if e.kind == "linear"
+                and (lin := self.ms.linears.get((e.owner, e.attr))) is not None
+                and dims_match(lin, n, k, family)]
+        method = "shape"
+        places = model_places(cand.stack, self.ms, self.src_map) if cand.stack else []
+        if places:
+            p = places[0]
+            at = [i for i in pool if self.events[i].leaf.cls == p.cls
+                  and self.events[i].leaf.method == p.method
+                  and (p.stmt is None or self.events[i].leaf.stmt == p.stmt)]
+            if at:
+                pool, method = at, "stack"
+        firsts, seen = [], set()
+        for i in pool:
+            key = (self.events[i].owner, self.events[i].attr)
+            if key not in seen:
+                seen.add(key)
+                firsts.append(i)
+        if not firsts:
+            return (f"no linear-like attribute in the model source has weight [{n}, {k}] "
+                    f"(checked {len(self.ms.linears)} attribute(s))")
+        rank = cand.site_rank if method == "stack" else cand.cluster
+        if rank >= len(firsts):
+            names = ", ".join(f"{self.events[i].owner}.{self.events[i].attr}" for i in firsts)
+            return (f"call site {rank + 1} of {t.label} has no attribute left to match "
+                    f"(shape matches {names})")
+        return firsts[rank], method
+
+    # -- the window ---------------------------------------------------------------------------
+    def find_window(self, cand: Candidate, t_idx: int) -> int | None:
+        op = cand.window.start_op
+        want = _kind_of(op)
+        places = model_places(cand.window_stack, self.ms, self.src_map) if cand.window_stack else []
+        pool = list(range(t_idx - 1, -1, -1))
+        if places:
+            p = places[0]
+            at = [i for i in pool if any(h.cls == p.cls and h.method == p.method
+                                         and (p.stmt is None or h.stmt == p.stmt)
+                                         for h in self.events[i].path)]
+            if at:
+                pool = at
+        for i in pool[:60]:
+            e = self.events[i]
+            if _fits(self.ms, e, op, want):
+                return i
+        return None
+
+    def map(self, cand: Candidate) -> Mapped | Rejection:
+        found = self.find_target(cand)
+        if isinstance(found, str):
+            return _unmapped(cand, found)
+        t_idx, method = found
+        e = self.events[t_idx]
+        lin = self.ms.linears[(e.owner, e.attr)]
+        role = role_of(e.attr, lin, cand.target.family, _dtype_bytes(cand.target.dtypes))
+        notes: list[str] = []
+        w_idx = self.find_window(cand, t_idx)
+        pl: Placement | str = "the window op was not found in the model source"
+        if w_idx is not None:
+            pl = place(self.ms, self.events, t_idx, w_idx, cand.window.start, lin)
+            if isinstance(pl, Placement):
+                problem = self.accept(pl, lin)
+                if problem:
+                    pl = f"the rewriter refuses it: {problem}"
+        if isinstance(pl, str):
+            notes.append(f"window placement not used: {pl}")
+            pl = nearest_legal(self.ms, self.events, t_idx, lin,
+                               accept=lambda p: self.accept(p, lin))
+            if isinstance(pl, str):
+                return _unmapped(cand, f"no legal insertion for {lin.qualname}: {pl}",
+                                 site=lin.qualname)
+        if pl.note:
+            notes.append(pl.note)
+        wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
+        return Mapped(lin, pl, method, role, wcall, tuple(notes))
+
+
+def _dtype_bytes(dtypes: str) -> float:
+    first = (dtypes or "").split(";")[0].upper().replace("DT_", "")
+    return 1.0 if first in ("INT8", "UINT8") else 2.0
+
+
+def _kind_of(op: PredOp) -> str:
+    t = (op.type or "").lower()
+    if op.cls == "memory_heavy" or "matmul" in t or "gemm" in t:
+        return "linear"
+    if "norm" in t:
+        return "norm"
+    if any(x in t for x in ("silu", "gelu", "swish", "swiglu", "relu", "sigmoid")):
+        return "act"
+    if "rotary" in t or "rope" in t:
+        return "rope"
+    if "attention" in t:
+        return "attention"
+    return "any"
+
+
+def _fits(ms: ModelSource, e: Event, op: PredOp, want: str) -> bool:
+    if want == "linear":
+        if e.kind != "linear":
+            return False
+        from ..roofline.shapes import parse_shapes
+        dims = parse_shapes(op.shapes)
+        lin = ms.linears.get((e.owner, e.attr))
+        if dims and len(dims) > 1 and dims[1] and lin and lin.dims:
+            w = tuple(dims[1])
+            return tuple(lin.dims[-2:]) in (w[-2:], w[-2:][::-1])
+        return True
+    if want in ("norm", "act"):
+        return e.kind == want
+    if want == "rope":
+        return "rotary" in e.attr.lower() or "rope" in e.attr.lower()
+    if want == "attention":
+        return "attention" in e.attr.lower() or "attn" in e.attr.lower()
+    return e.kind in ("norm", "act", "module") and not e.child
+
+
+def _unmapped(cand: Candidate, why: str, site: str = "") -> Rejection:
+    return Rejection(cand.target.label, reasons.UNMAPPED, why, cand.target, cand.cluster,
+                     cand.clusters, cand.instances, cand.per_step, cand.mean_us, cand.preds,
+                     cand.stack, site, cand.site_rank)

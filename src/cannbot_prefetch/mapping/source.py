@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -558,7 +559,16 @@ def _walk_method(ms, cls, method, prefix, out, depth, active) -> None:
     active = active | {key}
     owner = ms.method_owner(cls, method)
     loop_vars: dict[str, str] = {}
+    params = {a: lin for (c, a), lin in _all_linears(ms, cls).items() if lin.is_param}
+    params_seen: set[str] = set()
     for i, s in enumerate(m.stmts):
+        if params:   # fused expert Parameters are used, not called: the first use runs them
+            text = code_of(s.node) if not s.header else " ".join(code_of(c) for c in s.calls)
+            for a in params:
+                if a not in params_seen and re.search(rf"\bself\.{a}\b", text):
+                    params_seen.add(a)
+                    out.append(Event(prefix + (Hop(owner, method, i, f"self.{a}", s.start),),
+                                     "linear", _attr_owner(ms, cls, a), a))
         if s.header and isinstance(s.node, cst.For):
             it = dotted(_strip_sub(s.node.iter)) or ""
             if it.startswith("self.") and (cls, it[5:]) in ms.list_children and \

@@ -1,0 +1,60 @@
+"""Kernel weight shapes -> linear-like attributes of the model source.
+
+A MatMul's weight [N, K] (out, in; `n`, `k` from the roofline) matches an attribute whose
+evaluated dims are (N, K) per rank (`--tp` applied by the source model); a GroupedMatmul matches
+a fused expert Parameter whose last two dims are (N, K). Several attributes with one shape
+(q/o, k/v, gate/up) are told apart by the order the layer runs them, which is also the order
+in which their kernels first appear (windows clusters, `site_rank`).
+"""
+
+from __future__ import annotations
+
+from .source import Event, LinearAttr, ModelSource
+
+# attribute name -> the seed's role (sizing formulas); first match wins
+_ROLES = (("gate_up", "gate_up"), ("w13", "gate_up"), ("w1", "gate"), ("w3", "up"), ("w2", "down"),
+          ("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down"), ("qkv", "qkv"),
+          ("q_a_proj", "q"), ("q_b_proj", "q"), ("q_proj", "q"), ("k_proj", "k"),
+          ("v_proj", "v"), ("o_proj", "o"), ("out_proj", "o"), ("dense", "o"),
+          ("lm_head", "lm_head"), ("classifier", "router"), ("gate", "router"))
+
+
+def role_of(attr: str, lin: LinearAttr | None = None, family: str = "", dtype_bytes: float = 2) -> str:
+    name = attr.split(".")[-1].lower()
+    if family == "gmm" or (lin is not None and lin.is_param and lin.dims and len(lin.dims) == 3):
+        return "gmm2" if "down" in name or name in ("w2", "w2_weight") else "gmm1"
+    if family == "qbmm" or (family != "wqbmm" and dtype_bytes == 1):
+        return "qbmm"
+    for key, role in _ROLES:
+        if key in name:
+            return role
+    return "linear"
+
+
+def dims_match(lin: LinearAttr, n: int, k: int, family: str = "") -> bool:
+    if lin.dims is None:
+        return False
+    if family == "gmm" or (lin.is_param and len(lin.dims) == 3):
+        return tuple(lin.dims[-2:]) in ((n, k), (k, n))
+    return tuple(lin.dims[-2:]) == (n, k)
+
+
+def matching_events(ms: ModelSource, events: list[Event], n: int, k: int, family: str = "",
+                    ) -> list[Event]:
+    """Linear events whose attribute has weight (n, k), first call of each attribute, in order."""
+    out, seen = [], set()
+    for e in events:
+        if e.kind != "linear":
+            continue
+        lin = ms.linears.get((e.owner, e.attr))
+        if lin is None or not dims_match(lin, n, k, family):
+            continue
+        if (e.owner, e.attr) in seen:
+            continue
+        seen.add((e.owner, e.attr))
+        out.append(e)
+    return out
+
+
+def unknown_dims(ms: ModelSource) -> list[LinearAttr]:
+    return [lin for lin in ms.linears.values() if lin.dims is None]
