@@ -383,7 +383,11 @@ def step_ops(spec: ModelSpec, tokens: int = 1, layers: int | Sequence[int] | Non
     ops.append(_rmsnorm(spec, m, model_cls, f"{model_cls}.norm", "self.norm(", None))
     ops.append(_mm(spec, b, spec.hidden, spec.vocab, lm_cls, "lm_head", None))
     logits = _t(b, spec.vocab, dtype=dt)
-    ops.append(_vec("ArgMaxV2", "aclnnArgMax_ArgMaxV2_ArgMaxV2", (logits,), (_t(b, dtype="INT64"),),
+    # The driver takes the last position's logits in float32 (as HF generate does), then argmax.
+    logits32 = _t(b, spec.vocab, dtype="FLOAT")
+    ops.append(_vec("Cast", "aclnnCast_CastAiCore_Cast", (logits,), (logits32,), SCRIPT,
+                    f"{SCRIPT}.logits_float", "model(", None, "aten::_to_copy", "aclnnCast", 1.0))
+    ops.append(_vec("ArgMaxV2", "aclnnArgMax_ArgMaxV2_ArgMaxV2", (logits32,), (_t(b, dtype="INT64"),),
                     SCRIPT, f"{SCRIPT}.argmax", "torch.argmax(", None, "aten::argmax", "aclnnArgMax",
                     1.0))
     return [_with_frames(spec, op, b, q_len) for op in ops]

@@ -21,9 +21,10 @@ Vector peak (assumption, labelled): vector_cores * 128 element-ops/cycle * MHz
 models.py (RmsNorm 4, Add 1, Silu 4, SwiGlu 5, ...).
 
 Stream timing: kernels on the compute stream start GAP_US (1.0 µs) + U(0, GAP_JITTER_US=0.5) after
-the previous one ends (host launches run ahead: HOST_OP_US = 4 µs per op on the host thread, with
-the first launch LAUNCH_LEAD_US = 30 µs before the first kernel of a step); steps are separated by
-STEP_GAP_US = 200 µs of host work (sampling, input preparation).
+the previous one ends, and never earlier than 2 µs after their host launch (host launches run
+ahead: HOST_OP_US = 4 µs per op on the host thread, the first launch LAUNCH_LEAD_US = 30 µs before
+the first kernel of a step, so in practice the device never waits for the host within a step);
+steps are separated by STEP_GAP_US = 200 µs of host work (sampling, input preparation).
 
 HCCL all-reduce (tensor parallel, `comm` option): dur = HCCL_LATENCY_US (20) +
 2*(tp-1)/tp * bytes / HCCS_GBPS (56 GB/s), tp = 2; the compute stream waits for it.
@@ -137,11 +138,12 @@ def cmo_duration_us(nbytes: int) -> float:
     return nbytes / (CMO_GBPS * 1e9) * 1e6 + LAUNCH_OVERHEAD_US
 
 
-def block_dim(kind: str, core: str, out_elems: int, hw: Hardware) -> int:
-    """Cores a kernel uses: cube ops all cube cores (the tiling splits N); vector ops by size."""
+def block_dim(kind: str, core: str, elems: int, hw: Hardware) -> int:
+    """Cores a kernel uses: cube ops all cube cores (the tiling splits N); vector ops one core per
+    2048 elements moved (bytes / 2), up to all vector cores."""
     if core in ("AI_CORE", "MIX_AIC"):
         return hw.cube_cores
-    return max(1, min(hw.vector_cores, math.ceil(out_elems / 2048)))
+    return max(1, min(hw.vector_cores, math.ceil(elems / 2048)))
 
 
 def _r(x: float) -> float:

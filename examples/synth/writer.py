@@ -66,7 +66,9 @@ HOST_NAME = "synth-host"
 BASE_NS = 1_796_074_800_000_000_000
 SITE_PACKAGES = "/usr/local/lib/python3.10/site-packages"
 SCRIPT_PATH = "/home/user/decode.py"
-# Lines of the driver script (a plain greedy loop: logits = model(ids).logits; torch.argmax(...)).
+# Lines of the driver script, a plain greedy loop:
+#   41: logits = model(input_ids=ids, cache=cache).logits[:, -1].float()
+#   42: ids = torch.argmax(logits, dim=-1, keepdim=True)
 SCRIPT_LINES = {"model(": 41, "torch.argmax(": 42}
 # torch 2.13.0 lines (torch/nn/modules/linear.py, module.py) used in the torch frames.
 TORCH_LINES = {"linear.forward": 134, "sparse.forward": 189, "module._call_impl": 1789,
@@ -301,8 +303,7 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_
                 k = Kernel(s, op, "N/A", None, start, dur_ns, base, factor, 0.0, 0.0, 0, launch,
                            host_span, inner_span)
             else:
-                out_elems = max((t.numel for t in op.outputs), default=1)
-                blocks = T.block_dim(op.kind, op.core, out_elems, hw)
+                blocks = T.block_dim(op.kind, op.core, op.bytes // 2, hw)
                 k = Kernel(s, op, str(COMPUTE_STREAM), task_ids[COMPUTE_STREAM], start, dur_ns, base,
                            factor, c.t_compute_us, c.t_memory_us, blocks, launch, host_span,
                            inner_span, mem_scale=mem_scale)
