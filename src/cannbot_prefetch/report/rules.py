@@ -1,7 +1,8 @@
 """The seed's success rule and failure-signal table, as pure functions over measured values.
 
 Success rule (seed 003 "成功标准"): at least `success_min_criteria` (2) of
-  target faster | critical path shorter | window not degraded | outputs identical.
+  target faster | critical path shorter | window not degraded | outputs identical,
+and never when verify says the outputs differ (a prefetch cannot change results).
 A change counts only when it exceeds noise: `noise_sigma` x sqrt(sd_before^2 + sd_after^2) of the
 per-step values, and at least `min_change_share` of the baseline value (configs/policy.yaml
 `report:`).
@@ -179,7 +180,9 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
     outputs = Check("outputs_identical", verify_passed, source=verify_source or "no --verify-result given")
     checks = (target, crit, win, outputs)
     met = sum(1 for c in checks if c.ok)
-    success = met >= th.success_min_criteria
+    # Guard on top of the seed's rule: a prefetch is a cache hint and never changes results, so
+    # different outputs mean a broken rewrite, which no timing can make a success.
+    success = met >= th.success_min_criteria and verify_passed is not False
 
     tails = new_long_tails(base, opt, th)
     signals: list[str] = []

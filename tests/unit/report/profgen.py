@@ -39,6 +39,7 @@ class Variant:
     cmo_tail_us: float = 0.0       # extra CMO task at the end of each step, running past compute
     other_model: bool = False      # different MatMul shapes (another model)
     drop_target: bool = False      # the target kernel is absent
+    twin: bool = False             # an "up" MatMul with the target's signature after Silu
 
 
 def _row(step, task, stream, name, typ, core, start_us, dur, shapes="", dtypes="", out="",
@@ -75,7 +76,10 @@ def write_profile(folder: Path, variant: Variant = Variant(), *, steps: int = 6,
                    ("2", "aclnnRmsNorm_RmsNorm_RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 6.0 * variant.window_factor * j(), "", "", "", 0.3, 0.0)]
             if not variant.drop_target:
                 seq.append(("2", "aclnnMm_MatMulV3Common_MatMulV3", gate[0], "AI_CORE", 40.0 * variant.target_factor * j(), gate[1], gate[2], gate[3], 0.95, 0.05))
-            seq += [("2", "aclnnSilu_SiluAiCore_Silu", "Silu", "AI_VECTOR_CORE", 3.0 * j(), "", "", "", 0.2, 0.0),
+            seq += [("2", "aclnnSilu_SiluAiCore_Silu", "Silu", "AI_VECTOR_CORE", 3.0 * j(), "", "", "", 0.2, 0.0)]
+            if variant.twin:
+                seq.append(("2", "aclnnMm_MatMulV3Common_MatMulV3", gate[0], "AI_CORE", 55.0 * j(), gate[1], gate[2], gate[3], 0.95, 0.05))
+            seq += [
                     ("2", "aclnnMm_MatMulV3Common_MatMulV3", DOWN[0], "AI_CORE", 40.0 * j(), DOWN[1], DOWN[2], DOWN[3], 0.95, 0.05)]
             for k, (stream, name, typ, core, dur, shp, dts, o, mte2, mac) in enumerate(seq):
                 if k == 2 and variant.cmo_us:
@@ -118,7 +122,7 @@ def write_profile(folder: Path, variant: Variant = Variant(), *, steps: int = 6,
 
 
 def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], sites=1,
-              bound_by="coefficient", cap_bytes=None) -> dict:
+              bound_by="coefficient", cap_bytes=None, saving=(3.0, 6.0, 9.0)) -> dict:
     """A plan (CONTRACTS.md keys) whose one site targets the generated gate MatMul."""
     weight = 8192 * 2048 * 2
     caps = [{"name": "weight", "bytes": weight, "note": "8192x2048 bf16"},
@@ -143,7 +147,7 @@ def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], si
                      "mean_us": 40.0, "verdict": "memory-bound", "measured_verdict": "memory-bound",
                      "window": {"ops": list(window_ops), "start": "input", "time_us": 10.0,
                                 "reason": "light predecessors"}},
-        "saving_us": {"low": 3.0, "mid": 6.0, "high": 9.0},
+        "saving_us": dict(zip(("low", "mid", "high"), saving)),
         "source_sha256": "0" * 64,
     }
     out_sites = [site]

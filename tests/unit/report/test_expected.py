@@ -1,0 +1,48 @@
+"""Baseline-only mode: expected gain with bounds, the 30% flag, and "not worth enabling"."""
+
+from __future__ import annotations
+
+import pytest
+
+from cannbot_prefetch.report.expected import PUBLIC_MEASUREMENTS
+from cannbot_prefetch.report.markdown import render
+
+
+def test_expected_gain_from_the_plan_against_measured_time(make_report):
+    d = make_report(None)
+    e = d.expectation
+    s = e.sites[0]
+    assert s.found and s.per_step == 4
+    assert s.target_us == pytest.approx(40.0, rel=0.02)
+    assert s.share[1] == pytest.approx(6.0 / s.target_us)
+    assert not s.optimistic
+    # 4 kernels x 6 µs over a ~384 µs step
+    assert e.e2e_share[1] == pytest.approx(24.0 / e.step_us)
+    assert e.worth_enabling and d.overall == "worth_trying"
+    assert d.verdicts == () and d.next_plan.sites == d.plan.sites
+
+
+def test_more_than_30_percent_of_the_op_is_flagged_optimistic(make_report):
+    d = make_report(None, saving=(10.0, 15.0, 60.0))
+    s = d.expectation.sites[0]
+    assert s.optimistic
+    assert s.saving_clamped[2] == pytest.approx(s.target_us)  # bounded by the op time
+    text = render(d, "en", {})
+    assert "optimistic" in text
+
+
+def test_tiny_gain_is_not_worth_enabling(make_report):
+    d = make_report(None, saving=(0.05, 0.1, 0.2))
+    assert not d.expectation.worth_enabling
+    assert d.overall == "not_worth_enabling"
+    en, zh = render(d, "en", {}), render(d, "zh", {})
+    assert "Not worth enabling" in en and "不建议开启" in zh
+    for who, _, _ in PUBLIC_MEASUREMENTS:   # the public numbers are cited next to ours
+        assert who in en and who in zh
+    assert "REFERENCE.md §5" in en
+
+
+def test_site_missing_from_the_baseline_is_a_banner(make_report):
+    d = make_report(None, shapes="3,5;7,5")
+    assert [b.code for b in d.banners] == ["site_missing"]
+    assert not d.expectation.worth_enabling

@@ -1,0 +1,153 @@
+"""The seed's success rule and failure-signal table on GENERATED baseline/optimized pairs.
+
+Each test builds a pair that reaches one branch, then checks the verdict, the proposed action
+and the next-step plan. Baseline: gate MatMul 40 µs x 4 layers, window Add 2 µs + RmsNorm 6 µs,
+step ~384 µs, ±1% jitter.
+"""
+
+from __future__ import annotations
+
+import pytest
+from profgen import Variant
+
+from cannbot_prefetch.report import VerifySummary
+from cannbot_prefetch.report.nextplan import DROPPED
+
+WEIGHT = 8192 * 2048 * 2
+SITE = "llama-mlp-gate_proj"
+
+
+def _v(d):
+    assert len(d.verdicts) == 1, d.banners
+    return d.verdicts[0]
+
+
+def _ok(v, key):
+    return v.check(key).ok
+
+
+def test_target_faster_window_stable_raises_along_the_ladder(make_report):
+    d = make_report(Variant(target_factor=0.8, cmo_us=10))
+    v = _v(d)
+    assert (_ok(v, "target_faster"), _ok(v, "critical_path_shorter"), _ok(v, "window_stable")) == (True, True, True)
+    assert _ok(v, "outputs_identical") is None
+    assert v.met == 3 and v.success and d.overall == "success"
+    assert v.action == "raise" and v.coefficient_to == 0.7
+    site = d.next_plan.sites[0]
+    assert site.max_size == int(WEIGHT * 0.7) == v.max_size_to
+    assert site.basis.coefficient == 0.7
+    assert site.ladder == {"up": [1.0], "down": [0.5, 0.3, 0.1]}
+    assert d.next_plan.status == "proposed"
+    assert site.evidence["tuning"]["action"] == "raise"
+    assert not d.banners
+
+
+def test_top_of_the_ladder_keeps_the_size(make_report):
+    d = make_report(Variant(target_factor=0.8), coefficient=1.0)
+    v = _v(d)
+    assert v.success and v.action == "keep"
+    assert d.next_plan.sites[0].max_size == d.plan.sites[0].max_size == WEIGHT
+
+
+def test_size_bound_by_a_cap_keeps_instead_of_raising(make_report):
+    d = make_report(Variant(target_factor=0.8), cap_bytes=10_000_000, bound_by="cmo_rate_x_window")
+    v = _v(d)
+    assert v.action == "keep"
+    assert any("cmo_rate_x_window" in n for n in v.notes)
+    assert d.next_plan.sites[0].max_size == 10_000_000
+
+
+def test_window_degraded_lowers_the_size(make_report):
+    d = make_report(Variant(window_factor=1.10))
+    v = _v(d)
+    assert _ok(v, "window_stable") is False and _ok(v, "target_faster") is False
+    assert "window_degraded" in v.signals
+    assert not v.success and d.overall == "not_successful"
+    assert v.action == "lower" and v.coefficient_to == 0.3
+    site = d.next_plan.sites[0]
+    assert site.max_size == int(WEIGHT * 0.3)
+    assert site.ladder == {"up": [0.5, 0.7, 1.0], "down": [0.1]}
+
+
+def test_window_severely_degraded_moves_the_dependency(make_report):
+    d = make_report(Variant(target_factor=0.9, window_factor=1.5))
+    v = _v(d)
+    assert "window_severe" in v.signals and v.action == "move_dependency"
+    site = d.next_plan.sites[0]
+    assert site.max_size == d.plan.sites[0].max_size
+    assert site.evidence["tuning"]["action"] == "move_dependency"
+
+
+def test_new_long_tail_on_the_side_stream_moves_the_dependency(make_report):
+    d = make_report(Variant(target_factor=0.8, cmo_us=10, cmo_tail_us=40))
+    v = _v(d)
+    assert "new_long_tail" in v.signals
+    assert v.action == "move_dependency"
+    side = {s.stream: s for s in d.optimized.streams}["7"]
+    assert side.cmo_kernels > 0 and side.tail_us > 30
+
+
+def test_waiting_moved_target_faster_but_critical_path_not_shorter(make_report):
+    d = make_report(Variant(target_factor=0.8, idle_us=8.0))
+    v = _v(d)
+    assert _ok(v, "target_faster") is True and _ok(v, "critical_path_shorter") is False
+    assert "waiting_moved" in v.signals and v.action == "move_dependency"
+    # target faster + window stable = 2 of 4: the seed's rule counts it a success
+    assert v.met == 2 and v.success
+    assert d.optimized.compute_idle.mean > d.baseline.compute_idle.mean + 20
+
+
+def test_no_gain_lowers_then_drops_at_the_bottom(make_report, tmp_path):
+    d = make_report(Variant())
+    v = _v(d)
+    assert _ok(v, "target_faster") is False and "target_not_faster" in v.signals
+    assert v.action == "lower" and v.coefficient_to == 0.3
+
+
+def test_no_gain_at_the_bottom_drops_the_site(make_report):
+    d = make_report(Variant(), coefficient=0.1)
+    v = _v(d)
+    assert v.action == "drop"
+    assert d.next_plan.sites == ()
+    rej = d.next_plan.rejections[-1]
+    assert rej["reason_code"] == DROPPED and rej["site_id"] == SITE
+
+
+def test_small_change_within_noise_does_not_count(make_report):
+    d = make_report(Variant(target_factor=0.99))
+    v = _v(d)
+    c = v.check("target_faster")
+    assert c.after < c.before and c.ok is False
+    assert c.threshold >= 0.02 * c.before
+
+
+def test_outputs_identical_is_the_second_criterion(make_report):
+    ok = VerifySummary("verify.json", True)
+    d = make_report(Variant(), verify=ok)
+    v = _v(d)
+    assert _ok(v, "outputs_identical") is True and _ok(v, "window_stable") is True
+    assert v.met == 2 and v.success
+
+
+def test_outputs_differ_drops_the_site_and_is_never_a_success(make_report):
+    bad = VerifySummary("verify.json", False)
+    d = make_report(Variant(target_factor=0.8), verify=bad)
+    v = _v(d)
+    assert v.met == 3 and not v.success
+    assert v.signals[0] == "outputs_differ" and v.action == "drop"
+    assert d.next_plan.sites == ()
+
+
+@pytest.mark.parametrize("variant,kw,code", [
+    (Variant(other_model=True, target_factor=0.8), {}, "different_models"),
+    (Variant(target_factor=0.8), {"opt_kw": {"mhz": 1500}}, "different_hardware"),
+    (Variant(drop_target=True), {}, "site_not_in_optimized"),
+    (Variant(target_factor=0.8), {"shapes": "3,5;7,5"}, "site_missing"),
+])
+def test_mismatches_raise_a_banner(make_report, variant, kw, code):
+    d = make_report(variant, **kw)
+    assert code in [b.code for b in d.banners]
+
+
+def test_matching_pair_has_no_banner(make_report):
+    assert make_report(Variant(target_factor=0.8)).banners == ()
