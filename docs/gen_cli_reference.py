@@ -1,0 +1,131 @@
+"""Write the CLI reference (docs/cli.md and the skill's references/cli.md) from the Typer app.
+
+    python docs/gen_cli_reference.py          # rewrite both files
+    python docs/gen_cli_reference.py --check  # exit 1 when a file is out of date
+
+The reference is generated, never hand-edited, so it cannot drift from the commands:
+tests/skills/test_skills.py checks that every command and option is in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import typer
+
+REPO = Path(__file__).resolve().parents[1]
+TARGETS = {
+    REPO / "docs" / "cli.md": "en",
+    REPO / "skills" / "model-infer-prefetch" / "references" / "cli.md": "zh",
+}
+
+INTRO = {
+    "en": ("# CLI reference: `cannbot prefetch`\n\n"
+           "Generated from the Typer app by `docs/gen_cli_reference.py`; do not edit by hand.\n"
+           "Every command takes `--json` (a machine-readable result on stdout, nothing else on\n"
+           "stdout), `--lang en|zh` and `--debug` (show a traceback). Exit codes: 0 done; 1 a check\n"
+           "did not pass (`apply --check` with pending changes, `verify` with a failure); 2 unusable\n"
+           "input (nothing written); 3 `report` written with a mismatch banner.\n"),
+    "zh": ("# 命令参考：`cannbot prefetch`\n\n"
+           "由 `docs/gen_cli_reference.py` 从 Typer 应用自动生成，请勿手改（选项说明为英文原文）。\n"
+           "每个命令都支持 `--json`（stdout 只输出 JSON）、`--lang en|zh`、`--debug`（显示堆栈）。\n"
+           "退出码：0 完成；1 检查未通过（`apply --check` 有待写改动、`verify` 有失败项）；\n"
+           "2 输入不可用（什么都不写）；3 `report` 已写但带不匹配横幅。\n"),
+}
+
+
+# Typer ships its own copy of click, so classes are told apart by duck typing, not isinstance.
+def is_group(cmd) -> bool:
+    return hasattr(cmd, "commands")
+
+
+def is_option(p) -> bool:
+    return getattr(p, "param_type_name", "") == "option"
+
+
+def _walk(cmd, path: list[str]):
+    yield path, cmd
+    if is_group(cmd):
+        order = ["analyze", "apply", "verify", "report", "hardware", "list", "show", "calibrate"]
+        for name in sorted(cmd.commands, key=lambda n: (order.index(n) if n in order else 99, n)):
+            yield from _walk(cmd.commands[name], path + [name])
+
+
+def _type(p, ctx) -> str:
+    if is_option(p) and p.is_flag:
+        return "flag"
+    try:
+        shown = p.display_type(ctx)
+    except Exception:  # noqa: BLE001 - older/newer Typer: the type name is only decoration
+        shown = ""
+    shown = str(shown).strip("<>").lower()
+    return {"str": "text", "list[str]": "text", "integer": "int"}.get(shown, shown)
+
+
+def _default(p) -> str:
+    d = p.default
+    if d is None or d == [] or d == () or (is_option(p) and p.is_flag and not d):
+        return ""
+    if callable(d):
+        return ""
+    return f"`{d}`"
+
+
+def _cell(text: str | None) -> str:
+    return " ".join((text or "").split()).replace("|", "\\|")
+
+
+def render(lang: str) -> str:
+    from cannbot_prefetch.cli import app
+
+    root = typer.main.get_command(app)
+    out = [INTRO[lang]]
+    for path, cmd in _walk(root, ["cannbot"]):
+        if is_group(cmd) or len(path) < 3:
+            continue
+        ctx = typer.Context(cmd, info_name=" ".join(path))
+        out.append(f"\n## `{' '.join(path)}`\n")
+        out.append(f"```\n{cmd.get_usage(ctx).strip()}\n```\n")
+        if cmd.help:
+            out.append(_cell(cmd.help.split("\n\n")[0]) + "\n")
+        args = [p for p in cmd.params if not is_option(p)]
+        opts = [p for p in cmd.params if is_option(p)]
+        if args:
+            out.append("\n| argument | required | help |\n|---|---|---|")
+            for a in args:
+                out.append(f"| `{a.name.upper()}` | {'yes' if a.required else 'no'} | "
+                           f"{_cell(getattr(a, 'help', ''))} |")
+        if opts:
+            out.append("\n| option | type | default | help |\n|---|---|---|---|")
+            for o in opts:
+                names = ", ".join(f"`{n}`" for n in o.opts + o.secondary_opts)
+                rep = " (repeatable)" if o.multiple else ""
+                out.append(f"| {names} | {_type(o, ctx)}{rep} | {_default(o)} | {_cell(o.help)} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when a file is out of date")
+    args = ap.parse_args(argv)
+    stale = []
+    for path, lang in TARGETS.items():
+        text = render(lang)
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(REPO)}")
+    for p in stale:
+        print(f"out of date: {p.relative_to(REPO)} (run python docs/gen_cli_reference.py)",
+              file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
