@@ -1,0 +1,415 @@
+"""Steps 1-3 of seed 003's automatic analysis, and the manual mode: windows -> mapping -> sizing
+-> Plan (+ what the design document needs).
+
+The call `pipeline.analyze()` makes (roofline is None in manual mode without a profile):
+
+    from cannbot_prefetch.planning import PlanOptions, build_plan
+    opts = PlanOptions(lookback=args.lookback, tp=args.tp, moe_tp=args.moe_tp,
+                       experts_per_rank=args.experts_per_rank, targets=tuple(args.target),
+                       window=args.window, dtype=args.dtype, mode=args.mode,
+                       max_sites=args.max_sites, max_size_cap=args.max_size_cap,
+                       src_map=tuple(args.src_map), max_tokens=None, lang=args.lang,
+                       top=args.top, out_dir=str(out_dir), cmo_bw_gbps=args.cmo_bw)
+    plan, design, rejections = build_plan(roofline, profile.info if profile else None, hw,
+                                          args.model_src, args.model_config, opts)
+    save_plan(plan, out_dir / "prefetch_plan.yaml")
+    write_atomic(out_dir / "prefetch_design.md", render_design(design))   # design.py
+
+Every None option takes the policy default (configs/policy.yaml). `config` may be a path to
+config.json, a dict, or None (then `config.json` beside the model source is used). Bad input
+raises InputError / SourceError naming the file and key or site (exit 2, nothing written).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import reasons
+from .errors import InputError
+from .mapping import Mapped, Mapper
+from .mapping.manual import parse_target, place_manual
+from .mapping.shape import role_of
+from .mapping.source import ModelSource, load_config, load_model_source
+from .mapping.stack import parse_src_map
+from .plan import MODES, Plan, Site, Switch, Target, sha256_file
+from .settings import policy
+from .sizing import OpTiming, Sized, Weight, WindowTime, size_site
+from .windows import Candidate, Rejection, TargetSig, find_windows
+
+DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "int8": 1,
+               "fp32": 4, "float32": 4, "float": 4}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    lookback: int | None = None
+    tp: int = 1
+    moe_tp: int = 1
+    experts_per_rank: int | None = None
+    targets: tuple[str, ...] = ()          # manual mode: CLASS.ATTR ...
+    window: str | None = None              # manual mode: the dependency
+    dtype: str | None = None               # manual sizes: bf16 | fp16 | int8 (default: config's)
+    mode: str | None = None                # eager | ge_graph | npugraph_ex
+    max_sites: int | None = None
+    max_size_cap: int | None = None
+    src_map: tuple[str, ...] = ()          # OLD=NEW path prefixes for stack frames
+    max_tokens: int | None = None          # token-count guard (decode only)
+    lang: str = "en"
+    top: int | None = None                 # memory-bound signatures examined
+    out_dir: str | None = None             # plan folder: target files are written relative to it
+    cmo_bw_gbps: float | None = None
+    min_window_us: float | None = None
+    config_path: str = "enable_prefetch"   # switch key path read from the model's config
+
+
+@dataclass(frozen=True)
+class SiteView:
+    """One planned or listed site, as the design document shows it."""
+
+    site: Site
+    planned: bool
+    candidate: Candidate | None
+    mapped: Mapped | None
+    sized: Sized
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DesignInputs:
+    plan: Plan
+    mode: str                                  # auto | manual
+    lang: str
+    hardware: dict[str, Any]
+    profile: dict[str, Any]
+    signatures: tuple[dict[str, Any], ...]     # roofline rows examined (memory-bound top N)
+    sites: tuple[SiteView, ...]                # planned first, then mapped but not planned
+    rejections: tuple[Rejection, ...]
+    model_files: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.PathLike,
+               config: str | os.PathLike | dict | None, options: PlanOptions,
+               ) -> tuple[Plan, DesignInputs, tuple[Rejection, ...]]:
+    pol = policy()
+    opts = _defaults(options, pol)
+    if hw is None:
+        from .hardware import resolve
+        hw = resolve(None, profile_info)
+    cfg, cfg_path = _config(config, model_src)
+    ms = load_model_source(model_src, cfg, cfg_path, opts.tp)
+    mapper = Mapper(ms, parse_src_map(opts.src_map))
+    notes: list[str] = []
+    if mapper.accept is None:
+        notes.append("the rewriter's dependency check is not importable: insertions unchecked")
+    rejections: list[Rejection] = []
+    views: list[tuple[Candidate | None, Mapped, Sized]] = []
+    signatures: list[Any] = []
+    if opts.targets:
+        manual = _manual(ms, mapper, roofline, hw, opts, cfg, notes)
+        views = manual
+        mode = "manual"
+    else:
+        if roofline is None:
+            raise InputError("a profile is needed unless --target is given (manual mode)")
+        from .roofline.classify import select_top
+        signatures = list(select_top(roofline, opts.top))
+        targets = []
+        for s in signatures:
+            m = getattr(s, "m", None)
+            if m is not None and m > opts.max_tokens:
+                t = TargetSig.of(s)
+                rejections.append(Rejection(t.label, reasons.PREFILL,
+                                            f"M = {m} tokens > max_tokens {opts.max_tokens}: "
+                                            "prefill is listed, not planned (decode only)", t))
+            else:
+                targets.append(s)
+        res = find_windows(roofline.table, targets, lookback=opts.lookback,
+                           min_window_us=opts.min_window_us,
+                           all_signatures=roofline.signatures)
+        rejections += res.rejections
+        notes += res.notes
+        mapped_any = False
+        for cand in res.candidates:
+            got = mapper.map(cand)
+            if isinstance(got, Rejection):
+                rejections.append(got)
+                continue
+            mapped_any = True
+            views.append((cand, got, _size(got, cand, hw, opts, 1, cfg)))
+        if res.candidates and not mapped_any:
+            _no_match(ms, res.candidates)
+        mode = "auto"
+    planned, listed, more_rej = _select(views, hw, opts, cfg)
+    rejections += more_rej
+    sites = tuple(_site(c, m, s, opts, hw) for c, m, s in planned)
+    plan = Plan(
+        sites=sites, mode=opts.mode,
+        switch=Switch(pol["plan"].get("switch_name", "enable_prefetch"), False, opts.config_path),
+        created_from=_created_from(profile_info, hw, ms, cfg_path),
+        rejections=tuple(r.to_dict() for r in rejections))
+    site_views = [SiteView(s, True, c, m, z) for s, (c, m, z) in zip(sites, planned)]
+    site_views += [SiteView(_site(c, m, z, opts, hw), False, c, m, z, why)
+                   for (c, m, z), why in listed]
+    design = DesignInputs(
+        plan=plan, mode=mode, lang=opts.lang, hardware=_hw_dict(hw),
+        profile=_profile_dict(profile_info),
+        signatures=tuple(_sig_dict(s) for s in signatures), sites=tuple(site_views),
+        rejections=tuple(rejections), model_files=tuple(ms.files), notes=tuple(notes))
+    return plan, design, tuple(rejections)
+
+
+# ------------------------------------------------------------------------------ pieces
+
+def _defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
+    mode = o.mode or pol["plan"].get("mode", "eager")
+    if mode not in MODES:
+        raise InputError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    max_sites = pol["plan"]["max_sites"] if o.max_sites is None else o.max_sites
+    if max_sites < 1:
+        raise InputError(f"--max-sites must be at least 1, not {max_sites}")
+    if o.experts_per_rank is not None and o.experts_per_rank < 1:
+        raise InputError(f"--experts-per-rank must be at least 1, not {o.experts_per_rank}")
+    if o.moe_tp < 1:
+        raise InputError(f"--moe-tp must be at least 1, not {o.moe_tp}")
+    if o.lang not in ("en", "zh"):
+        raise InputError(f"--lang must be en or zh, not {o.lang!r}")
+    return replace(o, mode=mode, max_sites=max_sites,
+                   max_tokens=o.max_tokens if o.max_tokens is not None
+                   else int(pol["sizing"]["decode_max_tokens"]),
+                   top=o.top if o.top is not None else int(pol["report"]["top_n"]),
+                   lookback=o.lookback if o.lookback is not None else int(pol["windows"]["lookback"]))
+
+
+def _config(config, model_src) -> tuple[dict[str, Any], str]:
+    if isinstance(config, dict):
+        return config, ""
+    if config is None:
+        p = Path(model_src)
+        cand = (p if p.is_dir() else p.parent) / "config.json"
+        if not cand.is_file():
+            raise InputError("model config.json not found beside the model source; pass "
+                             "--model-config", path=str(cand))
+        config = cand
+    return load_config(config)
+
+
+def _dtype_bytes(opts: PlanOptions, cfg: dict[str, Any], target: TargetSig | None) -> float:
+    if target is not None and target.dtypes:
+        parts = target.dtypes.split(";")
+        from .roofline.shapes import dtype_bytes
+        b = dtype_bytes(parts[1] if len(parts) > 1 and parts[1] else parts[0])
+        if b:
+            return float(b)
+    name = (opts.dtype or cfg.get("torch_dtype") or cfg.get("dtype") or "bf16")
+    b = DTYPE_BYTES.get(str(name).lower().replace("torch.", ""))
+    if b is None:
+        raise InputError(f"--dtype must be bf16, fp16 or int8, not {name!r}")
+    return float(b)
+
+
+def _weight(m: Mapped, b: float, cfg: dict[str, Any], opts: PlanOptions) -> Weight:
+    lin = m.target
+    role = m.role
+    hidden = cfg.get("hidden_size")
+    inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size")
+    epr = opts.experts_per_rank
+    if role in ("gmm1", "gmm2") and epr is None:
+        epr = lin.dims[0] if lin.dims else None
+    return Weight(tuple(lin.dims or ()), b, role, hidden, inter, opts.moe_tp, epr)
+
+
+def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: int,
+          cfg: dict[str, Any] | None = None) -> Sized:
+    t = cand.target if cand else None
+    b = _dtype_bytes(opts, cfg or {}, t)
+    w = _weight(m, b, cfg or {}, opts)
+    if cand is None:
+        return size_site(w, WindowTime(None), None, hw, in_flight=in_flight,
+                         user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+    win = cand.window
+    # an "earlier" insertion also overlaps work before the window (a MatMul): that time is not
+    # free bandwidth, so only the measured window counts (and the site ranks after exact ones)
+    time_us = effective_window_us(cand, m)
+    wbytes = sum(o.bytes for o in win.ops)
+    op = OpTiming(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
+                  cand.per_step)
+    return size_site(w, WindowTime(time_us, wbytes), op, hw, in_flight=in_flight,
+                     user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+
+
+def effective_window_us(cand: Candidate, m: Mapped) -> float:
+    """The measured window, or 0 when the legal insertion comes after the window op."""
+    return 0.0 if m.placement.shift == "later" else float(cand.window.time_us)
+
+
+def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
+    """Rank by expected saving (mid, per step); keep one site per attribute; max_sites."""
+    ranked = sorted(views, key=lambda v: (v[1].placement.shift in ("earlier", "later"),
+                                          -v[2].saving_us.mid))
+    seen: set[str] = set()
+    keep, listed, rej = [], [], []
+    for c, m, s in ranked:
+        q = m.target.qualname
+        label = c.target.label if c else q
+        if q in seen:
+            listed.append(((c, m, s), "another call site of the same attribute ranks higher"))
+            continue
+        seen.add(q)
+        if c is not None and s.saving_us.mid <= 0:
+            listed.append(((c, m, s), "no expected saving"))
+            why = (f"; {m.placement.note}" if m.placement.shift == "later" else "")
+            rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
+                            f"{q}: no expected saving (bound by {s.basis.bound_by}, "
+                            f"max_size {s.max_size} B){why}"))
+            continue
+        if len(keep) >= opts.max_sites:
+            listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
+            rej.append(_rej(c, m, reasons.MAX_SITES,
+                            f"{q}: ranks below the {opts.max_sites} site(s) allowed "
+                            f"(--max-sites; expected {s.saving_us.mid:.1f} us/step)"))
+            continue
+        keep.append((c, m, s))
+    n = len(keep)
+    if n > 1:   # the L2 budget is shared by the sites in flight together
+        keep = [(c, m, _resize(c, m, hw, opts, n, s, cfg)) for c, m, s in keep]
+    return keep, listed, rej
+
+
+def _resize(c, m, hw, opts, n, old: Sized, cfg) -> Sized:
+    if c is None:
+        return size_site(Weight(old.basis.dims, old.basis.dtype_bytes, m.role), WindowTime(None),
+                         None, hw, in_flight=n, user_cap=opts.max_size_cap,
+                         cmo_bw_gbps=opts.cmo_bw_gbps)
+    return _size(m, c, hw, opts, n, cfg)
+
+
+def _rej(c: Candidate | None, m: Mapped, code: str, why: str) -> Rejection:
+    label = c.target.label if c else m.target.qualname
+    return Rejection(label, code, why, c.target if c else None, site=m.target.qualname)
+
+
+def _site_id(m: Mapped) -> str:
+    return re.sub(r"[^A-Za-z0-9_]+", "-", f"{m.target.cls}-{m.target.attr}").lower()
+
+
+def _rel(path: str, out_dir: str | None) -> str:
+    if not out_dir:
+        return str(Path(path).resolve())
+    try:
+        return os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+    except ValueError:
+        return str(Path(path).resolve())
+
+
+def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Site:
+    pl = m.placement
+    ev: dict[str, Any] = {"role": m.role}
+    if c is not None:
+        t, w = c.target, c.window
+        ev.update({
+            "signature": {"type": t.type, "input_shapes": t.input_shapes, "dtypes": t.dtypes},
+            "instances_per_step": round(c.per_step, 3),
+            "mean_us": round(c.mean_us, 3),
+            "t_memory_us": round(float(t.t_memory_us or 0), 3),
+            "t_compute_us": round(float(t.t_compute_us or 0), 3),
+            "verdict": t.verdict, "measured_verdict": t.measured_verdict,
+            "window": {**w.to_dict(), "shift": pl.shift,
+                       "effective_us": round(effective_window_us(c, m), 3),
+                       "source_call": m.window_call},
+        })
+    else:
+        ev["window"] = {"shift": pl.shift, "manual": opts.window or "(nearest legal dependency)"}
+    ev["saving_per_op_us"] = {"low": s.saving_per_op.low, "mid": s.saving_per_op.mid,
+                              "high": s.saving_per_op.high}
+    ev["optimistic"] = bool(s.optimistic)
+    notes = list(m.notes) + list(s.notes)
+    if notes:
+        ev["notes"] = notes
+    mapping = "manual" if c is None else m.method
+    return Site(
+        id=_site_id(m),
+        target=Target(_rel(m.target.file, opts.out_dir), m.target.cls, m.target.attr,
+                      pl.weight_expr, "same"),
+        insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=int(s.max_size),
+        basis=s.basis, ladder=s.ladder, mapping=mapping, evidence=ev, saving_us=s.saving_us,
+        source_sha256=sha256_file(m.target.file), max_tokens=opts.max_tokens)
+
+
+def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cfg, notes):
+    out = []
+    windows_by_attr: dict[str, Candidate] = {}
+    if roofline is not None:
+        notes.append("manual mode with a profile: windows measured where the target's shape "
+                     "matches a signature")
+        res = find_windows(roofline.table, [s for s in roofline.signatures
+                                            if s.verdict == "memory-bound"],
+                           lookback=opts.lookback, all_signatures=roofline.signatures)
+        for c in res.candidates:
+            got = mapper.find_target(c)
+            if not isinstance(got, str):
+                e = mapper.events[got[0]]
+                windows_by_attr.setdefault(f"{e.owner}.{e.attr}", c)
+    for text in opts.targets:
+        t = parse_target(text, ms, mapper.events)
+        pl = place_manual(ms, mapper.events, t, opts.window, mapper.accept)
+        b = _dtype_bytes(opts, cfg, None)
+        role = role_of(t.attr, t.lin, "", b)
+        m = Mapped(t.lin, pl, "manual", role, "", (pl.note,) if pl.note else ())
+        cand = windows_by_attr.get(t.lin.qualname)
+        sized = _size(m, cand, hw, opts, 1, cfg) if cand else _size(m, None, hw, opts, 1, cfg)
+        if cand is None:
+            sized = replace(sized, notes=sized.notes + ("no profile for this target: no saving "
+                                                        "estimate",))
+        out.append((None, m, sized))
+    return out
+
+
+def _no_match(ms: ModelSource, cands: Sequence[Candidate]) -> None:
+    """Every candidate failed to match a shape: say why (missing config keys first)."""
+    from .mapping.shape import unknown_dims
+    missing = [lin for lin in unknown_dims(ms) if lin.missing_key]
+    if missing:
+        keys = sorted({lin.missing_key for lin in missing})
+        raise InputError(f"config key(s) {', '.join(keys)} missing: the weight shapes of "
+                         f"{', '.join(lin.qualname for lin in missing[:4])} cannot be evaluated",
+                         path=ms.config_path or None)
+    shapes = sorted({f"[{c.target.n}, {c.target.k}]" for c in cands})
+    have = sorted({f"{lin.qualname} {list(lin.dims)}" for lin in ms.linears.values() if lin.dims})
+    raise InputError(f"no kernel weight shape ({', '.join(shapes)}) matches a linear-like "
+                     f"attribute of the model source ({'; '.join(have[:8]) or 'none found'}): "
+                     f"is it the profiled model, with its config and --tp?",
+                     path=", ".join(ms.files))
+
+
+def _created_from(info, hw, ms: ModelSource, cfg_path: str) -> dict[str, Any]:
+    inputs: dict[str, Any] = {"model_src_sha256": {Path(f).name: sha256_file(f) for f in ms.files}}
+    if cfg_path:
+        inputs["config_sha256"] = sha256_file(cfg_path)
+    d: dict[str, Any] = {"profile": getattr(info, "path", None), "hardware": getattr(hw, "name", None),
+                         "inputs": inputs}
+    return d
+
+
+def _hw_dict(hw) -> dict[str, Any]:
+    return {"name": getattr(hw, "name", "?"), "hbm_bw_tbps": getattr(hw, "hbm_bw_tbps", None),
+            "l2_bytes": getattr(hw, "l2_bytes", None), "cmo_bw_gbps": getattr(hw, "cmo_bw_gbps", None),
+            "detected_from": getattr(hw, "detected_from", "")}
+
+
+def _profile_dict(info) -> dict[str, Any]:
+    if info is None:
+        return {}
+    return {"path": info.path, "layout": info.layout, "level": info.level, "steps": list(info.steps)}
+
+
+def _sig_dict(s: Any) -> dict[str, Any]:
+    keys = ("sig_id", "type", "input_shapes", "dtypes", "count", "mean_us", "total_us", "share",
+            "ai", "ridge", "t_compute_us", "t_memory_us", "verdict", "measured_verdict", "m", "n",
+            "k", "weight_bytes", "note")
+    return {k: getattr(s, k, None) for k in keys}
