@@ -20,11 +20,11 @@ from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
 
 _TEXT = {
     "en": {"title": "verify {plan} (torch_npu: {npu})", "check": "check", "site": "site",
-           "result": "result", "detail": "detail", "pass": "pass", "fail": "FAIL",
+           "result": "result", "detail": "detail", "pass": "pass", "fail": "FAIL", "skip": "skip",
            "failed": "{n} check(s) failed", "ok": "all {n} checks passed",
            "stub": "recording stub, this process only", "real": "real"},
     "zh": {"title": "验证 {plan}（torch_npu：{npu}）", "check": "检查项", "site": "位置",
-           "result": "结果", "detail": "说明", "pass": "通过", "fail": "失败",
+           "result": "结果", "detail": "说明", "pass": "通过", "fail": "失败", "skip": "跳过",
            "failed": "{n} 项检查未通过", "ok": "全部 {n} 项检查通过",
            "stub": "本进程内的记录桩", "real": "真实"},
 }
@@ -56,9 +56,11 @@ def verify(
                 table.add_column(t[col], overflow="fold")
             for c in result.checks:
                 table.add_row(c.name, c.site or "-",
-                              f"[green]{t['pass']}[/]" if c.passed else f"[red]{t['fail']}[/]", c.detail)
+                              f"[green]{t['pass']}[/]" if c.passed else
+                              f"[yellow]{t['skip']}[/]" if c.skipped else f"[red]{t['fail']}[/]",
+                              c.detail)
             Console().print(table)
-        failed = [c for c in result.checks if not c.passed]
+        failed = [c for c in result.checks if not (c.passed or c.skipped)]
         if failed or not result.checks:
             raise CheckFailed(t["failed"].format(n=len(failed)))
         Console(stderr=True).print(t["ok"].format(n=len(result.checks)))

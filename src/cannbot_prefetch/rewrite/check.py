@@ -272,25 +272,19 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
                                     f"{where}{extra}")
         def_idx = max(def_idx, idx)
 
-    # the target and its guard
+    # the target and its guard (a module on the weight's path that may be absent or None)
     refs, owner = _target_refs(t.weight_expr)
     guard = None
     head = t.weight_expr.split(".")
-    if t.scope == "next_layer":
-        if head[0] == "self" and len(head) > 1:
-            guard = "self." + head[1]
-        elif head[0] not in params:
-            return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
-                                    f"self nor a parameter of {where}")
-    else:
-        if head[0] != "self" and head[0] not in params:
-            return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
-                                    f"self nor a parameter of {where}")
-        if _is_conditional(view, tcls, t.attr):
-            first = t.attr.split(".")[0]
-            idx = t.weight_expr.split(".").index(first) if first in head else -1
-            if idx > 0:
-                guard = ".".join(head[: idx + 1])
+    if head[0] != "self" and head[0] not in params:
+        return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
+                                f"self nor a parameter of {where}")
+    if head[0] == "self" and len(head) > 2 and (
+            t.scope == "next_layer" or _is_conditional(view, tcls, t.attr)
+            or head[1] in icls.conditional_attrs):
+        guard = owner
+    elif head[0] != "self" and t.scope == "next_layer":
+        guard = owner
 
     # the flow: from the dependency's definition to the call that runs the target
     helpers = _methods_reaching(icls, lambda c: _runs_target(c, refs, owner, set()))

@@ -97,8 +97,8 @@ def _site_line(p: Placement, switch: Switch) -> str:
     extra = f", max_tokens={s.max_tokens}" if s.max_tokens is not None else ""
     call = f"{ALIAS}.npu_prefetch({flag}, {s.target.weight_expr}, {s.dependency}, {s.max_size}{extra})"
     if p.guard:
-        parent, _, attr = p.guard.rpartition(".")
-        call = f'if {flag} and getattr({parent}, "{attr}", None) is not None: {call}'
+        root, _, path = p.guard.partition(".")
+        call = f'if {flag} and {ALIAS}.attr({root}, "{path}") is not None: {call}'
     return call
 
 
@@ -235,7 +235,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
             out.refused.append(Refusal(site.id, f"already prefetched by code the tool did not write "
                                                 f"(line {dup.line}: {dup.code})"))
             continue
-        if res.guard == "self.next_layer" and not view.layers_assignments:
+        if site.target.weight_expr.startswith("self.next_layer.") and not view.layers_assignments:
             out.refused.append(Refusal(site.id, "next-layer prefetch needs the model's "
                                                 "`self.layers = ...` in this file to link the layers"))
             continue
@@ -271,7 +271,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if sw is not None:
             add(sw[0], 1, sw[1], sw[2], SWITCH_TAG)
 
-    if any(p.guard == "self.next_layer" for p in placements):
+    if any(p.site.target.weight_expr.startswith("self.next_layer.") for p in placements):
         link = _link_lines(view)
         add(link[0], 2, link[1], link[2], LINK_TAG)
     for p in placements:

@@ -116,6 +116,15 @@ def join(switch_flag):
     return None
 
 
+def attr(obj, path):
+    """`obj.a.b` or None when a module on the way is absent or None (conditional modules)."""
+    for key in path.split("."):
+        obj = getattr(obj, key, None)
+        if obj is None:
+            return None
+    return obj
+
+
 def link_next_layers(layers):
     """Give each decoder layer a plain reference to the next one (not a submodule)."""
     layers = list(layers)

@@ -23,9 +23,11 @@ class Check:
     passed: bool
     detail: str = ""
     site: str | None = None
+    skipped: bool = False     # could not be checked here (said why in detail); not a failure
 
     def to_json(self) -> dict:
-        return {"name": self.name, "site": self.site, "passed": self.passed, "detail": self.detail}
+        return {"name": self.name, "site": self.site, "passed": self.passed,
+                "skipped": self.skipped, "detail": self.detail}
 
 
 @dataclass
@@ -153,6 +155,16 @@ def prefetch_op():
 def pick_layer(model, plan: Plan):
     """(name, module): the outermost module whose class receives a prefetch (a decoder layer)."""
     classes = {s.insert.cls for s in plan.sites}
+    mods = list(model.named_modules())
+    best = None
+    for name, mod in mods:
+        if re.search(r"(?:^|\.)layers\.\d+$", name):
+            inside = {type(m).__name__ for n, m in mods if n == name or n.startswith(name + ".")}
+            score = len(classes & inside)
+            if score and (best is None or score > best[0]):
+                best = (score, name, mod)
+    if best is not None:
+        return best[1], best[2]
     found = [(n.count("."), k, n, m) for k, (n, m) in enumerate(model.named_modules())
              if type(m).__name__ in classes]
     if not found:
@@ -198,8 +210,8 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
         gm = make_fx(f, tracing_mode="real")(params, args, kwargs)
     except Exception as exc:  # a layer make_fx cannot trace: say so, do not guess
         first = str(exc).splitlines()[0] if str(exc) else ""
-        return [Check("graph order", False, f"capture of {layer_name} failed: "
-                                            f"{type(exc).__name__}: {first[:200]}")]
+        return [Check("graph order", False, f"not checked: make_fx could not capture {layer_name} "
+                                            f"({type(exc).__name__}: {first[:160]})", skipped=True)]
     finally:
         rec.graph_op = None
     nodes = list(gm.graph.nodes)
@@ -219,11 +231,16 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
                 if p is w:
                     exp_by_name[pname] = s.id
     views = {"t", "view", "transpose", "permute", "reshape", "_unsafe_view", "expand", "select",
-             "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split"}
+             "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split",
+             "index", "index_select", "gather", "_to_copy", "clone", "squeeze", "split_with_sizes",
+             "getitem"}
+    matmuls = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "_grouped_mm", "grouped_mm",
+               "addbmm", "einsum"}
 
     def first_real_user(node, skip):
         """The first node that computes with `node` (through views), other than `skip`."""
         best = None
+        fallback = [None]
         todo = [node]
         seen = set()
         while todo:
@@ -233,11 +250,14 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
                     continue
                 seen.add(u)
                 name = getattr(u.target, "__name__", str(u.target)).split(".")[0]
-                if name in views:
+                if name in matmuls:
+                    if best is None or index[u] < index[best]:
+                        best = u
+                elif name in views:
                     todo.append(u)
-                elif best is None or index[u] < index[best]:
-                    best = u
-        return best
+                elif fallback[0] is None or index[u] < index[fallback[0]]:
+                    fallback[0] = u
+        return best or fallback[0]
 
     def ancestors(node):
         out, todo = set(), [node]
@@ -288,7 +308,8 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
                          for n, m in model.named_modules() if type(m).__name__ == s.insert.cls)
             checks.append(Check("graph order", False,
                                 f"no prefetch node in the captured {layer_name}" if inside else
-                                f"{s.insert.cls} is not inside {layer_name}: not captured", s.id))
+                                f"not checked: {s.insert.cls} is not inside {layer_name}", s.id,
+                                skipped=not inside))
             continue
         probs = problems.get(s.id, [])
         checks.append(Check("graph order", not probs,
