@@ -6,7 +6,8 @@
     t_memory  = bytes / HBM bandwidth (the DEFAULT column of REFERENCE.md §4.1)
 
     then, per (step, kernel), a deterministic jitter:  dur_us *= 1 + U(-JITTER, +JITTER)
-    (seeded RNG), and the first step (warm-up) is further multiplied by WARMUP_FACTOR.
+    (random.Random(f"{seed}:{step}:{op index}")), and the first step (warm-up) is further
+    multiplied by WARMUP_FACTOR.
 
 Hardware numbers (REFERENCE.md §4.1, from the CANN platform ini; peak = 2*16*16*16*cores*MHz):
 

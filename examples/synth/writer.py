@@ -217,7 +217,6 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_
       (in comm_layers, default all), and the compute stream waits for it.
     prefill_first: the first step is a prefill of seq_len tokens (then `phase` steps follow).
     """
-    rng = random.Random(seed)
     prefetch = dict(prefetch or {})
     comm = set(comm)
     kernels: list[Kernel] = []
@@ -234,8 +233,8 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_
         for i, op in enumerate(ops):
             if op.attr in comm and (comm_layers is None or op.layer in comm_layers):
                 hccl_n += 1
-                seq.append((_hccl_op(spec, op, m_rows, hccl_n), {}))
-            seq.append((op, {}))
+                seq.append((_hccl_op(spec, op, m_rows, hccl_n), {"key": f"{i}:hccl"}))
+            seq.append((op, {"key": str(i)}))
         if prefetch:
             for t_idx in range(len(seq) - 1, -1, -1):
                 op, meta = seq[t_idx]
@@ -255,7 +254,8 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_
                 meta["speedup"] = speedup
                 seq[w_idx][1]["slowdown"] = seq[w_idx][1].get("slowdown", 1.0) * slowdown
                 nbytes = int(op.weight.nbytes * prefetch_coef)
-                seq.insert(w_idx, (_cmo_op(op, seq[w_idx][0], nbytes), {"cmo_for": op.attr}))
+                seq.insert(w_idx, (_cmo_op(op, seq[w_idx][0], nbytes),
+                                   {"cmo_for": op.attr, "key": f"{t_idx}:cmo"}))
         step_host0 = host
         h = step_host0 + 5_000
         first = True
@@ -266,6 +266,9 @@ def build_timeline(spec: M.ModelSpec, hw: T.Hardware, *, steps: int = 3, decode_
             host_span = (h, h + int(T.HOST_OP_US * 1000) - 500)
             inner_span = (h + 1_000 - 0, h + int(T.HOST_OP_US * 1000) - 1_000)
             h += int(T.HOST_OP_US * 1000)
+            # Jitter drawn per (seed, step, op position in the step's op list), so adding
+            # prefetch or HCCL tasks leaves every other kernel's jitter unchanged.
+            rng = random.Random(f"{seed}:{s}:{meta['key']}")
             u = rng.uniform(-T.JITTER, T.JITTER)
             g = rng.uniform(0.0, T.GAP_JITTER_US)
             gap_ns = int(round((T.GAP_US + g) * 1000))
@@ -658,3 +661,14 @@ def lines_table(spec: M.ModelSpec, model_src: str | Path, **kw: Any) -> dict[str
         ops += M.step_ops(spec, 1, None, ph)
     res = find_source_lines(model_src, ops)
     return dict(sorted(res.items()))
+
+
+def generate_pair(config: str | Path | Mapping[str, Any], out_dir: str | Path,
+                  prefetch: Mapping[str, Sequence[Any]], **kw: Any) -> tuple[Path, Path]:
+    """A baseline and an "optimized" profile of the same run: out_dir/baseline/... and
+    out_dir/optimized/... (same seed, so every kernel not touched by `prefetch` keeps its jitter).
+    kw: any generate() option (hardware, steps, layers, prefetch_coef, comm, ...)."""
+    out = Path(out_dir)
+    base = generate(config, out / "baseline", **kw)
+    opt = generate(config, out / "optimized", prefetch=prefetch, **kw)
+    return base, opt

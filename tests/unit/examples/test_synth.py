@@ -368,3 +368,25 @@ def test_load_profile_reads_examples(example: str, profile: str, hardware: str) 
     mm = df.filter(df["type"].is_in(["MatMulV3", "GroupedMatmul"]))
     assert mm.height > 0 and mm["stack"].null_count() == 0
     assert mm["input_dtypes"].str.starts_with("BF16").all()
+
+
+def test_generate_pair_differs_only_where_prefetched(tmp_path: Path) -> None:
+    base, opt = W.generate_pair(TINY, tmp_path, {"LlamaMLP.down_proj": (1.3, 1.1)}, layers=2)
+    assert base.parent.name == "baseline" and opt.parent.name == "optimized"
+    rb = [r for r in _rows(base.parent) if r["Stream ID"] == "2"]
+    ro = [r for r in _rows(opt.parent) if r["Stream ID"] == "2"]
+    assert [r["Name"] for r in rb] == [r["Name"] for r in ro]
+    cmo = [r for r in _rows(opt.parent) if r["Type"] == "Cmo"]
+    assert len(cmo) == 3 * 2 and all(r["Stream ID"] == "3" and r["Accelerator Core"] == "CMO" for r in cmo)
+    spec = M.load_config(TINY)
+    ops = M.step_ops(spec, layers=2)
+    per = len(ops)
+    for i, (a, b) in enumerate(zip(rb, ro)):
+        op = ops[i % per]
+        ratio = float(b["Duration(us)"]) / float(a["Duration(us)"])
+        if op.attr == "LlamaMLP.down_proj":
+            assert ratio == pytest.approx(1 / 1.3, rel=1e-3)
+        elif op.attr == "LlamaMLP.act_mul":
+            assert ratio == pytest.approx(1.1, rel=1e-3)
+        else:
+            assert ratio == pytest.approx(1.0, abs=1e-3)
