@@ -499,6 +499,10 @@ def _sources(d: ReportData, t, w) -> None:
         f"- 硬件参数:{d.hardware.get('name', '?')}({hw_src or 'configs/hardware'})。"))
     w(t("- Plan numbers (sizes, caps, expected saving): the plan file, computed by `analyze` (REFERENCE.md §5 formulas).",
         "- 方案数据(大小、上限、预期节省):来自方案文件,由 `analyze` 按 REFERENCE.md §5 公式计算。"))
+    for m in (d.baseline, d.optimized):
+        for sm in (m.sites if m else ()):
+            if sm.note:
+                w(f"- {m.label} `{sm.site_id}`: {sm.note}")
     for n in d.notes:
         w(f"- {n}")
     for n in d.baseline.notes[:5]:

@@ -4,8 +4,8 @@ Success rule (seed 003 "成功标准"): at least `success_min_criteria` (2) of
   target faster | critical path shorter | window not degraded | outputs identical,
 and never when verify says the outputs differ (a prefetch cannot change results).
 A change counts only when it exceeds noise: `noise_sigma` x sqrt(sd_before^2 + sd_after^2) of the
-per-step values, and at least `min_change_share` of the baseline value (configs/policy.yaml
-`report:`).
+per-step values, and at least `min_change_share` of the baseline value
+(`critical_path_min_change_share` for the step time) (configs/policy.yaml `report:`).
 
 Failure-signal table (seed 003 "失败信号与调整策略" and "调整策略"), first match wins:
   outputs differ                        -> drop the site (a prefetch cannot change results: the
@@ -38,6 +38,7 @@ class Thresholds:
     success_min_criteria: int = 2
     noise_sigma: float = 2.0
     min_change_share: float = 0.02
+    critical_path_min_change_share: float = 0.002
     window_degraded_share: float = 0.05
     window_severe_share: float = 0.20
     tail_us: float = 5.0
@@ -94,16 +95,18 @@ class SiteVerdict:
         return next(c for c in self.checks if c.key == key)
 
 
-def noise_threshold(before: Stat, after: Stat, th: Thresholds) -> float:
+def noise_threshold(before: Stat, after: Stat, th: Thresholds, floor_share: float | None = None) -> float:
     spread = math.sqrt(before.stdev ** 2 + after.stdev ** 2)
-    return max(th.noise_sigma * spread, th.min_change_share * abs(before.mean))
+    share = th.min_change_share if floor_share is None else floor_share
+    return max(th.noise_sigma * spread, share * abs(before.mean))
 
 
-def _decrease(key: str, before: Stat | None, after: Stat | None, th: Thresholds, source: str) -> Check:
+def _decrease(key: str, before: Stat | None, after: Stat | None, th: Thresholds, source: str,
+              floor_share: float | None = None) -> Check:
     if before is None or after is None:
         return Check(key, None, before.mean if before else None, after.mean if after else None,
                      source=source or "not measured")
-    thr = noise_threshold(before, after, th)
+    thr = noise_threshold(before, after, th, floor_share)
     return Check(key, before.mean - after.mean > thr, before.mean, after.mean, thr, source)
 
 
@@ -174,7 +177,8 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
     src_t = f"target kernels per step: {base.label} vs {opt.label} profile"
     target = _decrease("target_faster", sm_base.target, sm_opt.target, th, src_t)
     crit = _decrease("critical_path_shorter", base.step_time, opt.step_time, th,
-                     opt.step_time_source or base.step_time_source)
+                     opt.step_time_source or base.step_time_source,
+                     floor_share=th.critical_path_min_change_share)
     win, level = window_check(sm_base.window, sm_opt.window, th,
                               "window ops before each target kernel, same stream")
     outputs = Check("outputs_identical", verify_passed, source=verify_source or "no --verify-result given")
