@@ -319,6 +319,7 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
             "t_memory_us": round(float(t.t_memory_us or 0), 3),
             "t_compute_us": round(float(t.t_compute_us or 0), 3),
             "verdict": t.verdict, "measured_verdict": t.measured_verdict,
+            "ai": round(float(t.ai or 0), 2), "ridge": round(float(t.ridge or 0), 1),
             "window": {**w.to_dict(), "shift": pl.shift,
                        "effective_us": round(effective_window_us(c, m), 3),
                        "source_call": m.window_call},

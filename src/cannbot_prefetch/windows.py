@@ -73,6 +73,8 @@ class TargetSig:
     verdict: str = "memory-bound"
     measured_verdict: str | None = None
     compute_dtype: str = "bf16"
+    ai: float = 0.0
+    ridge: float = 0.0
 
     @property
     def label(self) -> str:
