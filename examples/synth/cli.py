@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import models as M
 from . import timing as T
 from . import writer as W
 
@@ -79,4 +78,4 @@ def write_example(example_dir: Path, out: Path, hardware: str, opts: Mapping[str
     return root
 
 
-__all__ = ["run", "write_example", "generated_note", "M"]
+__all__ = ["run", "write_example", "generated_note"]

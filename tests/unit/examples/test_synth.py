@@ -390,3 +390,33 @@ def test_generate_pair_differs_only_where_prefetched(tmp_path: Path) -> None:
             assert ratio == pytest.approx(1.1, rel=1e-3)
         else:
             assert ratio == pytest.approx(1.0, abs=1e-3)
+
+
+def _q_proj_frame(folder: Path) -> str:
+    ev = _trace(folder)
+    q = next(e for e in ev if e.get("name") == "aten::linear"
+             and e["args"]["Input Dims"].split(";\r\n")[1] == "256,256")
+    return next(f for f in q["args"]["Call stack"].split(";\r\n") if "modeling_llama.py" in f)
+
+
+def test_model_src_and_line_modes(tmp_path: Path) -> None:
+    from synth import pin_lines
+    src = pin_lines.site_packages_file("transformers/models/llama/modeling_llama.py")
+    if src is None:
+        pytest.skip("transformers is not installed: no modeling_llama.py to search")
+    lines = src.read_text(encoding="utf-8").splitlines()
+    W.generate(TINY, tmp_path / "src", layers=1, steps=1, model_src=src)
+    frame = _q_proj_frame(tmp_path / "src")
+    line = int(frame.rsplit("(", 1)[1].split(")")[0])
+    assert "self.q_proj(" in lines[line - 1]
+    W.generate(TINY, tmp_path / "fwd", layers=1, steps=1, model_src=src, line_mode="forward")
+    frame = _q_proj_frame(tmp_path / "fwd")
+    line = int(frame.rsplit("(", 1)[1].split(")")[0])
+    assert lines[line - 1].lstrip().startswith("def forward")
+
+
+def test_prefill_profile_rows(tmp_path: Path) -> None:
+    W.generate(TINY, tmp_path, layers=1, steps=2, phase="prefill", seq_len=32, decode_tokens=2)
+    rows = [r for r in _rows(tmp_path) if r["Type"] == "MatMulV3"]
+    ms = {r["Input Shapes"].strip('"').split(";")[0].split(",")[0] for r in rows}
+    assert ms == {"64", "2"}            # 2 x 32 tokens in the layers; lm_head on the last position
