@@ -260,15 +260,16 @@ def _check_from(tree: CliTree, path: tuple[str, ...], toks: list[str], cmd: str)
     return errors, []
 
 
-def check_text(tree: CliTree, text: str, where: str = "") -> tuple[list[str], list[str]]:
-    """All command-line and prose-flag problems of a text: (errors, skipped reasons)."""
+def check_text(tree: CliTree, text: str, where: str = "", *, prose: bool = True
+               ) -> tuple[list[str], list[str]]:
+    """All command-line (and, with `prose`, prose-flag) problems of a text: (errors, skipped)."""
     errors, skipped = [], []
     for no, cmd in command_lines(text):
         e, s = check_command(tree, cmd)
         errors += [f"{where}:{no}: {x}" for x in e]
         skipped += [f"{where}:{no}: {x}" for x in s]
     known = tree.all_flags
-    for no, flag in prose_flags(text):
+    for no, flag in (prose_flags(text) if prose else []):
         if flag not in known:
             msg = f"{where}:{no}: {flag} is not an option of any cannbot command"
             (skipped if tree.unbuilt else errors).append(msg)
