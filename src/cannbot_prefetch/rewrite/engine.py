@@ -160,6 +160,12 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
         return f"join method {cls_name}.{method_name} is not defined in this file"
     code = f"{ALIAS}.join({_flag(cls, switch)})"
     if where == "end":
+        for s in m.stmts:
+            if s.is_return and s.calls:
+                return (f"join at the end of {cls_name}.{method_name}: line {s.start} computes its "
+                        f"value inside `return`, so a join before it would run before that work; "
+                        f"set join.method to the method that holds the prefetch, or join.where to "
+                        f"before:<call> / after:<call>")
         out = [(s.start, s.indent, code) for s in m.stmts if s.is_return and s.in_block]
         top = [s for s in m.stmts if s.in_block and s.indent == m.body_indent]
         if not top or not top[-1].is_return:
@@ -245,6 +251,20 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     for e in out.existing:
         out.notes.append(f"line {e.line}: existing npu_prefetch call in {e.where} "
                          f"(not written by cannbot-prefetch; left as it is): {e.code}")
+    # the side-stream joins, first: a site whose join has no safe place is refused
+    joins: dict[tuple[str, str, str], list[tuple[int, str, str]]] = {}
+    if mode in SIDE_STREAM_MODES:
+        kept = []
+        for p in placements:
+            j = p.site.join
+            key = (j.cls, j.method, j.where)
+            if key not in joins:
+                joins[key] = _join_lines(view, j.cls, j.method, j.where, switch)
+            if isinstance(joins[key], str):
+                out.refused.append(Refusal(p.site.id, joins[key]))
+            else:
+                kept.append(p)
+        placements = kept
     if not placements:
         out.code = base
         return out
@@ -261,7 +281,6 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     for line, indent, text in _import_lines(view, helper_module):
         add(line, 0, indent, text, IMPORT_TAG)
     threaded: set[str] = set()
-    join_done: set[tuple[str, str, str]] = set()
 
     def thread(cls: ClassInfo) -> None:
         if cls.name in threaded:
@@ -280,22 +299,16 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if p.note:
             out.notes.append(f"site {p.site.id}: {p.note}")
         out.applied.append(p.site.id)
-    if mode in SIDE_STREAM_MODES:
-        for p in placements:
-            j = p.site.join
-            key = (j.cls, j.method, j.where)
-            if key in join_done:
-                continue
-            join_done.add(key)
-            res = _join_lines(view, j.cls, j.method, j.where, switch)
-            if isinstance(res, str):
-                errors.append((p.site.id, res))
-                continue
-            thread(view.classes[j.cls])
-            for line, indent, text in res:
-                add(line, 4, indent, text, JOIN_TAG)
-    if errors:
-        raise SiteErrors(errors)
+    done: set[tuple[str, str, str]] = set()
+    for p in placements:
+        j = p.site.join
+        key = (j.cls, j.method, j.where)
+        if mode not in SIDE_STREAM_MODES or key in done:
+            continue
+        done.add(key)
+        thread(view.classes[j.cls])
+        for line, indent, text in joins[key]:
+            add(line, 4, indent, text, JOIN_TAG)
 
     out.code = _assemble(view, inserts)
     return out

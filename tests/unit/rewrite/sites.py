@@ -6,14 +6,14 @@ from cannbot_prefetch.plan import Basis, Insert, Join, Plan, Saving, Site, Switc
 
 
 def site(id, *, file="model.py", cls, attr, weight, icls, method="forward", anchor, position="before",
-         dep, jcls=None, jmethod="forward", where="end", size=1 << 20, max_tokens=None,
+         dep, jcls=None, jmethod=None, where="end", size=1 << 20, max_tokens=None,
          scope="same", sha="") -> Site:
     return Site(
         id=id,
         target=Target(file, cls, attr, weight, scope),
         insert=Insert(icls, method, anchor, position),
         dependency=dep,
-        join=Join(jcls or icls, jmethod, where),
+        join=Join(jcls or icls, jmethod or method, where),
         max_size=size,
         basis=Basis((64, 64), 2.0, 0.5),
         ladder={"up": [0.7, 1.0], "down": [0.3, 0.1]},
