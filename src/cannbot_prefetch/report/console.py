@@ -46,6 +46,6 @@ def print_summary(d: ReportData, written: list[str], lang: str, console: Console
         console.print(tab)
         if e.e2e_share:
             console.print(t("end to end (low/mid/high): ", "端到端(低/中/高):")
-                          + " / ".join(f"{x * 100:.2f}%" for x in e.e2e_share) + f" — {e.reason}")
+                          + " / ".join(f"{x * 100:.2f}%" for x in e.e2e_share) + f" — {e.reason_in(lang)}")
     for p in written:
         console.print(f"[dim]{t('wrote', '已写入')} {p}[/]")

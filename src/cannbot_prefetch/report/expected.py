@@ -28,6 +28,19 @@ PUBLIC_SOURCE = "REFERENCE.md §5 (public measurements)"
 PUBLIC_E2E_RANGE = (0.0035, 0.089)   # the span of the end-to-end figures above, as shares
 
 
+REASONS: dict[str, tuple[str, str]] = {
+    "not_found": ("no planned site was found in the baseline profile",
+                  "baseline profiling 中找不到方案中的任何位置"),
+    "no_saving": ("the benefit model predicts no saving", "收益模型预测没有收益"),
+    "below_threshold": ("the expected end-to-end gain ({gain}% of the step) is below {limit}%",
+                        "预期端到端收益(step 的 {gain}%)低于 {limit}%"),
+    "below_noise": ("the expected gain is smaller than the step-to-step noise",
+                    "预期收益小于 step 间的波动,无法测出"),
+    "worth": ("the expected gain is above the threshold and the noise",
+              "预期收益高于阈值且高于 step 间波动"),
+}
+
+
 @dataclass(frozen=True)
 class SiteExpectation:
     site_id: str
@@ -52,6 +65,12 @@ class Expectation:
     measurable: bool | None                         # mid saving above the step noise
     worth_enabling: bool
     reason: str
+    reason_code: str = ""
+    reason_args: tuple[tuple[str, str], ...] = ()
+
+    def reason_in(self, lang: str) -> str:
+        en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
+        return (zh if lang == "zh" else en).format(**dict(self.reason_args))
 
 
 def expected_gain(plan, base: ProfileMeasure, th: Thresholds) -> Expectation:
@@ -77,16 +96,19 @@ def expected_gain(plan, base: ProfileMeasure, th: Thresholds) -> Expectation:
     measurable = None
     if step is not None and step.n > 1:
         measurable = total[1] > th.noise_sigma * step.stdev
+    args: dict[str, str] = {}
     if not any(r.found for r in rows):
-        worth, reason = False, "no planned site was found in the baseline profile"
+        worth, code = False, "not_found"
     elif total[1] <= 0:
-        worth, reason = False, "the benefit model predicts no saving"
+        worth, code = False, "no_saving"
     elif e2e is not None and e2e[1] < th.not_worth_e2e_share:
-        worth, reason = False, (f"the expected end-to-end gain ({e2e[1] * 100:.2f}% of the step) is "
-                                f"below {th.not_worth_e2e_share * 100:.1f}%")
+        worth, code = False, "below_threshold"
+        args = {"gain": f"{e2e[1] * 100:.2f}", "limit": f"{th.not_worth_e2e_share * 100:.1f}"}
     elif measurable is False:
-        worth, reason = False, "the expected gain is smaller than the step-to-step noise"
+        worth, code = False, "below_noise"
     else:
-        worth, reason = True, "the expected gain is above the threshold and the noise"
+        worth, code = True, "worth"
+    reason = REASONS[code][0].format(**args)
     return Expectation(tuple(rows), step.mean if step else None, step.stdev if step else None,
-                       base.step_time_source, e2e, measurable, worth, reason)
+                       base.step_time_source, e2e, measurable, worth, reason, code,
+                       tuple(sorted(args.items())))

@@ -424,10 +424,10 @@ def _expected(d: ReportData, t, w) -> None:
         w(f"- {who} ({what}): {num}")
     w("")
     if e.worth_enabling:
-        w(t(f"**Worth measuring**: {e.reason}. Confirm with the A/B script below before enabling.",
-            f"**值得实测**:{e.reason}。开启前请用下方 A/B 脚本实测确认。"))
+        w(t(f"**Worth measuring**: {e.reason_in('en')}. Confirm with the A/B script below before enabling.",
+            f"**值得实测**:{e.reason_in('zh')}。开启前请用下方 A/B 脚本实测确认。"))
     else:
-        w(t(f"**Not worth enabling**: {e.reason}.", f"**不建议开启(not worth enabling)**:{e.reason}。"))
+        w(t(f"**Not worth enabling**: {e.reason_in('en')}.", f"**不建议开启(not worth enabling)**:{e.reason_in('zh')}。"))
     w("")
 
 
@@ -441,7 +441,7 @@ def _item7(d: ReportData, t, w, files) -> None:
             sig = "; ".join(t(*SIGNAL_NAMES.get(s, (s, s))) for s in v.signals) or "–"
             size = (f"{_mib(v.max_size_from)} → {_mib(v.max_size_to)} (c {v.coefficient_from:g} → {v.coefficient_to:g})"
                     if v.max_size_to != v.max_size_from else _mib(v.max_size_from))
-            w(f"| `{v.site_id}` | {sig} | {t(*ACTION_NAMES[v.action])} | {size} | {v.reason} |")
+            w(f"| `{v.site_id}` | {sig} | {t(*ACTION_NAMES[v.action])} | {size} | {v.reason_in('zh' if t.zh else 'en')} |")
         w("")
     if "next_plan" in files:
         w(t(f"The plan for the next step is written to `{files['next_plan']}` (status `proposed`): review it, "

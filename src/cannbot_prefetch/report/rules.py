@@ -29,6 +29,39 @@ from typing import Any
 
 from ..profiling.compare import ProfileMeasure, SiteMeasure, Stat
 
+# Why a next step was chosen: code -> (English, Chinese with the seed's terms).
+REASONS: dict[str, tuple[str, str]] = {
+    "outputs_differ": ("outputs differ with the switch on; a prefetch is a cache hint and cannot change "
+                       "results, so the rewrite is suspect: revert it",
+                       "开启开关后输出不一致;prefetch 只是缓存提示,不会改变结果,说明代码改动有误:请回退"),
+    "window_severe": ("the window ops slowed down severely: move the prefetch earlier or pick another window",
+                      "依赖窗口严重退化:前移 prefetch 或选择其他依赖窗口"),
+    "window_degraded": ("the window ops slowed down: max_size competes for bandwidth; lower it",
+                        "依赖窗口明显退化:max_size 过大,争抢带宽;减小 max_size"),
+    "window_degraded_bottom": ("the window still degrades at the smallest size: move the dependency",
+                               "最小 max_size 下依赖窗口仍退化:调整依赖节点"),
+    "new_long_tail": ("new long tail on stream(s) {streams}: the prefetch adds a synchronisation point; "
+                      "adjust the dependency or drop the site",
+                      "流 {streams} 上出现新的长拖尾:prefetch 引入新的同步点;调整依赖节点或放弃该位置"),
+    "waiting_moved": ("the target got faster but the critical path did not: the wait only moved; "
+                      "move the prefetch earlier or later",
+                      "目标算子变快但关键路径没有缩短,只是等待位置挪动:前移或后移 prefetch 位置"),
+    "raise": ("the target got faster and the window held: raise max_size",
+              "目标算子加速明显,依赖窗口稳定:增大 max_size"),
+    "top_of_ladder": ("the target got faster and the window held at the top of the ladder: keep, then "
+                      "try the next target",
+                      "已到 100%,目标算子加速且窗口稳定:保持,之后再考虑下一个目标算子"),
+    "bound_by_cap": ("the target got faster, but max_size is already bound by {bound}: keep, then try "
+                     "the next target",
+                     "目标算子加速,但 max_size 已受 {bound} 约束:保持,之后再考虑下一个目标算子"),
+    "critical_path_only": ("the target did not clearly speed up but the critical path got shorter: keep the size",
+                           "目标算子加速不明显,但关键路径缩短:保持 max_size"),
+    "no_gain": ("the target did not clearly speed up: the prefetch gains little; lower max_size",
+                "目标算子加速不明显,可能预取收益有限:减小 max_size"),
+    "no_gain_bottom": ("no measurable gain at the smallest size: drop the site",
+                       "最小 max_size 下仍无可测收益:放弃该位置"),
+}
+
 CHECKS = ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical")
 ACTIONS = ("raise", "lower", "keep", "move_dependency", "drop")
 
@@ -88,8 +121,14 @@ class SiteVerdict:
     coefficient_to: float
     max_size_from: int
     max_size_to: int
-    reason: str                      # one sentence (English); the renderer translates the code
+    reason: str                      # one sentence (English); REASONS[reason_code] has both languages
     notes: tuple[str, ...] = field(default_factory=tuple)
+    reason_code: str = ""
+    reason_args: tuple[tuple[str, str], ...] = ()
+
+    def reason_in(self, lang: str) -> str:
+        en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
+        return (zh if lang == "zh" else en).format(**dict(self.reason_args))
 
     def check(self, key: str) -> Check:
         return next(c for c in self.checks if c.key == key)
@@ -206,39 +245,35 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
         signals.append("target_faster_window_stable")
 
     c0, size0 = site.basis.coefficient, site.max_size
-    action, coef, reason, notes = "keep", c0, "", []
+    action, coef, code, notes = "keep", c0, "", []
+    args: dict[str, str] = {}
 
     def step(direction: str, fallback: str, why: str, why_fallback: str):
-        nonlocal action, coef, reason
+        nonlocal action, coef, code
         rung = next_rung(site, direction)
         if rung is None:
-            action, reason = fallback, why_fallback
+            action, code = fallback, why_fallback
         else:
-            action, coef, reason = ("raise" if direction == "up" else "lower"), rung, why
+            action, coef, code = ("raise" if direction == "up" else "lower"), rung, why
 
     if "outputs_differ" in signals:
-        action, reason = "drop", ("outputs differ with the switch on; a prefetch is a cache hint and "
-                                  "cannot change results, so the rewrite is suspect: revert it")
+        action, code = "drop", "outputs_differ"
     elif "window_severe" in signals:
-        action, reason = "move_dependency", "the window ops slowed down severely: move the prefetch earlier or pick another window"
+        action, code = "move_dependency", "window_severe"
     elif "window_degraded" in signals:
-        step("down", "move_dependency", "the window ops slowed down: max_size competes for bandwidth",
-             "the window still degrades at the smallest size: move the dependency")
+        step("down", "move_dependency", "window_degraded", "window_degraded_bottom")
     elif "new_long_tail" in signals:
-        action, reason = "move_dependency", (f"new long tail on stream(s) {', '.join(tails)}: the prefetch "
-                                             "adds a synchronisation point; adjust the dependency or drop the site")
+        action, code = "move_dependency", "new_long_tail"
+        args["streams"] = ", ".join(tails)
     elif "waiting_moved" in signals:
-        action, reason = "move_dependency", ("the target got faster but the critical path did not: the wait "
-                                             "only moved; move the prefetch earlier or later")
+        action, code = "move_dependency", "waiting_moved"
     elif "target_faster_window_stable" in signals:
-        step("up", "keep", "the target got faster and the window held: raise max_size",
-             "the target got faster and the window held at the top of the ladder: keep, then try the next target")
+        step("up", "keep", "raise", "top_of_ladder")
     elif target.ok is False or target.ok is None:
         if crit.ok:
-            action, reason = "keep", "the target did not clearly speed up but the critical path got shorter: keep the size"
+            action, code = "keep", "critical_path_only"
         else:
-            step("down", "drop", "the target did not clearly speed up: the prefetch gains little; lower max_size",
-                 "no measurable gain at the smallest size: drop the site")
+            step("down", "drop", "no_gain", "no_gain_bottom")
 
     size1 = size0
     if action in ("raise", "lower"):
@@ -247,7 +282,8 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
             size1 = max(1, int(size0 * coef / c0))
         if size1 == size0 and action == "raise":
             notes.append(f"max_size is bound by {bound}: a larger coefficient changes nothing")
-            action, coef = "keep", c0
-            reason = f"the target got faster, but max_size is already bound by {bound}: keep, then try the next target"
+            action, coef, code = "keep", c0, "bound_by_cap"
+            args["bound"] = bound
+    reason = REASONS[code][0].format(**args)
     return SiteVerdict(site.id, checks, met, success, tuple(signals), action, c0, coef, size0, size1,
-                       reason, tuple(notes))
+                       reason, tuple(notes), code, tuple(sorted(args.items())))
