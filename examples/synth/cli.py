@@ -34,14 +34,15 @@ def generated_note(example: str, options: Mapping[str, Any], hardware: str) -> s
         "GENERATED PROFILE - NOT MEASURED\n"
         "================================\n"
         f"Example: {example}. Written by examples/synth (writer.generate) from the documented torch_npu\n"
-        "Level1 + PipeUtilization export format and the model's sizes in ../config.json.\n"
+        f"Level1 + PipeUtilization export format and the model's sizes in examples/{example}/config.json.\n"
         "No NPU ran this model. Durations come from one formula (examples/synth/timing.py):\n\n"
         "    dur_us = max(t_compute / 0.6, t_memory / 0.7) + 3.0    (then x(1 +- 2%) jitter;\n"
         "    t_compute = FLOPs / peak, t_memory = bytes / HBM bandwidth    first step x1.25 warm-up)\n\n"
         f"Hardware numbers used: {hw.name}: {hw.cube_cores} cube / {hw.vector_cores} vector cores, "
         f"{hw.mhz} MHz,\n{hw.bf16_tflops} bf16 TFLOPS, HBM {hw.hbm_tbps} TB/s (REFERENCE.md 4.1 default column).\n"
         f"Options: {opts}\n"
-        "Regenerate: see ../README.md (make_profile.py). Tests check the committed files equal a\n"
+        f"Regenerate: python examples/{example}/make_profile.py (see its README.md). Tests check the\n"
+        "committed files equal a "
         "fresh regeneration byte for byte.\n"
     )
 
