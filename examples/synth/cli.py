@@ -30,6 +30,7 @@ def _is_generated(folder: Path) -> bool:
 def generated_note(example: str, options: Mapping[str, Any], hardware: str) -> str:
     hw = T.hardware(hardware)
     opts = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items()))
+    flag = "" if hw.name == "910B3" else f" --hardware {hw.name}"
     return (
         "GENERATED PROFILE - NOT MEASURED\n"
         "================================\n"
@@ -41,7 +42,7 @@ def generated_note(example: str, options: Mapping[str, Any], hardware: str) -> s
         f"Hardware numbers used: {hw.name}: {hw.cube_cores} cube / {hw.vector_cores} vector cores, "
         f"{hw.mhz} MHz,\n{hw.bf16_tflops} bf16 TFLOPS, HBM {hw.hbm_tbps} TB/s (REFERENCE.md 4.1 default column).\n"
         f"Options: {opts}\n"
-        f"Regenerate: python examples/{example}/make_profile.py (see its README.md). Tests check the\n"
+        f"Regenerate: python examples/{example}/make_profile.py{flag} (see its README.md). Tests check the\n"
         "committed files equal a "
         "fresh regeneration byte for byte.\n"
     )
