@@ -150,6 +150,14 @@ def _stmt_with_call(method: Method, call: str) -> Stmt | None:
     return None
 
 
+def _runs_module(call: cst.Call) -> bool:
+    """A call that may run a module's weights (self.<x>(...), or self.<...> passed in)."""
+    d = dotted(call.func) or ""
+    if d.startswith("self."):
+        return True
+    return any(code_of(a.value).startswith("self.") for a in call.args)
+
+
 def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
                 switch: Switch) -> list[tuple[int, str, str]] | str:
     cls = view.classes.get(cls_name)
@@ -161,7 +169,7 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
     code = f"{ALIAS}.join({_flag(cls, switch)})"
     if where == "end":
         for s in m.stmts:
-            if s.is_return and s.calls:
+            if s.is_return and any(_runs_module(c) for c in s.calls):
                 return (f"join at the end of {cls_name}.{method_name}: line {s.start} computes its "
                         f"value inside `return`, so a join before it would run before that work; "
                         f"set join.method to the method that holds the prefetch, or join.where to "
