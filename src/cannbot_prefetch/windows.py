@@ -393,11 +393,9 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
                                   "no instance of this signature on the timeline", t))
             continue
         clusters = _cluster(per, inst, lookback)
-        frames = [_first_model_frame(per[m[0][0]][m[0][1]].stack) for m in clusters]
-        ranks = frame_ranks(frames)
-        for ci, members in enumerate(clusters):
+        for ci, (members, rank) in enumerate(clusters):
             c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
-                             ranks[ci])
+                             rank)
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))
 
@@ -435,19 +433,34 @@ def _first_model_frame(stack: str) -> str:
     return ""
 
 
-def _cluster(per, inst, lookback) -> list[list[tuple[tuple, int]]]:
-    """Group instances by call site: the first model frame of the stack (when stacks exist) and
-    the types and shapes of their predecessors (gate and up share a line); order by first seen.
-    Small groups (layer 0 sees the embedding, not the previous layer) fold into a big group
-    with the same frame and nearest predecessor type."""
-    groups: dict[Any, list] = defaultdict(list)
-    for key, j in inst:
+def _cluster(per, inst, lookback) -> list[tuple[list[tuple[tuple, int]], int]]:
+    """Group instances by call site, ordered by first seen; each group with its `site_rank`.
+
+    With stacks the call site is the first model frame; one source line can run the signature
+    twice in a row (`self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))`), so an
+    instance that follows one of the same frame within `lookback` ops takes the next rank.
+    Without stacks the site is told by the types and shapes of the predecessors; small groups
+    (layer 0 sees the embedding, not the previous layer) fold into a big group with the same
+    nearest predecessor type, and the rank is the group's order."""
+    by_frame: dict[Any, list] = defaultdict(list)
+    by_preds: dict[Any, list] = defaultdict(list)
+    last: dict[tuple, tuple[int, int]] = {}
+    for key, j in sorted(inst, key=lambda kj: (kj[0][0] is None, str(kj[0]), kj[1])):
         seq = per[key]
         frame = _first_model_frame(seq[j].stack) if seq[j].stack else ""
-        preds = tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1])
-        groups[(frame, preds)].append((key, j))
-    groups = _merge_minor(groups)
-    return sorted(groups.values(), key=lambda m: min(per[k][j].start for k, j in m))
+        if frame:
+            prev = last.get((key, frame))
+            rank = prev[1] + 1 if prev is not None and j - prev[0] - 1 <= lookback else 0
+            last[(key, frame)] = (j, rank)
+            by_frame[(frame, rank)].append((key, j))
+        else:
+            preds = tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1])
+            by_preds[("", preds)].append((key, j))
+    first = lambda m: min(per[k][j].start for k, j in m)
+    out = [(m, rank) for (frame, rank), m in by_frame.items()]
+    merged = sorted(_merge_minor(by_preds).values(), key=first)
+    out += [(m, i) for i, m in enumerate(merged)]
+    return sorted(out, key=lambda mr: first(mr[0]))
 
 
 def _merge_minor(groups):
@@ -456,26 +469,16 @@ def _merge_minor(groups):
     if not big:
         return groups
     out = {k: list(v) for k, v in big.items()}
-    for (frame, preds), v in groups.items():
-        if (frame, preds) in big:
+    for k, v in groups.items():
+        if k in big:
             continue
+        preds = k[1]
         near = preds[0][0] if preds else None
-        home = next((bk for bk in big if bk[0] == frame and bk[1] and bk[1][0][0] == near), None) \
-            or next((bk for bk in big if frame and bk[0] == frame), None)
+        home = next((bk for bk in big if bk[1] and bk[1][0][0] == near), None)
         if home is None:
-            out[(frame, preds)] = list(v)
+            out[k] = list(v)
         else:
             out[home].extend(v)
-    return out
-
-
-def frame_ranks(clusters_frames: Sequence[str]) -> list[int]:
-    """Rank of each cluster among the clusters that share its call-site frame."""
-    seen: Counter = Counter()
-    out = []
-    for f in clusters_frames:
-        out.append(seen[f])
-        seen[f] += 1
     return out
 
 

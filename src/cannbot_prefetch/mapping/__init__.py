@@ -118,13 +118,17 @@ class Mapper:
         places = model_places(cand.window_stack, self.ms, self.src_map) if cand.window_stack else []
         pool = list(range(t_idx - 1, -1, -1))
         if places:
+            # the stack names the statement: the nearest event there, of the right kind if any
             p = places[0]
-            at = [i for i in pool if any(h.cls == p.cls and h.method == p.method
-                                         and (p.stmt is None or h.stmt == p.stmt)
-                                         for h in self.events[i].path)]
+            at = [i for i in pool if (lf := self.events[i].leaf).cls == p.cls
+                  and lf.method == p.method and (p.stmt is None or lf.stmt == p.stmt)]
+            if not at:
+                at = [i for i in pool if any(h.cls == p.cls and h.method == p.method
+                                             and (p.stmt is None or h.stmt == p.stmt)
+                                             for h in self.events[i].path)]
             if at:
-                pool = at
-        for i in pool[:60]:
+                return next((i for i in at if _fits(self.ms, self.events[i], op, want)), at[0])
+        for i in pool[:40]:      # no stack: the nearest event of the right kind
             e = self.events[i]
             if _fits(self.ms, e, op, want):
                 return i

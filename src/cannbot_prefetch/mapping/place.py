@@ -151,6 +151,11 @@ def common_depth(a, b) -> int:
     return d
 
 
+def _is_param_use(ms: ModelSource, e: Event) -> bool:
+    lin = ms.linears.get((e.owner, e.attr))
+    return e.kind == "linear" and lin is not None and lin.is_param
+
+
 def _under(events: list[Event], prefix) -> list[int]:
     n = len(prefix)
     return [i for i, e in enumerate(events) if e.path[:n] == prefix]
@@ -160,6 +165,8 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
           lin: LinearAttr) -> Placement | str:
     """Placement for a window starting at the input (3b) / output (3a) of events[w_idx]."""
     t, w = events[t_idx], events[w_idx]
+    if _is_param_use(ms, w) or _is_param_use(ms, t) and len(t.path) == 1:
+        return "fused expert Parameters are used, not called: there is no call to anchor on"
     if w_idx >= t_idx:
         return "the window op runs after the target in the model's forward (a cross-layer window)"
     d = common_depth(t.path, w.path)
@@ -194,7 +201,9 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
     wstmt = _stmt(ms, wh.cls, wh.method, wh.stmt)
     inner = _under(events, w.path[:d + 1])
     if start == "input":
-        heavy_before = w_deeper and any(events[i].kind == "linear" for i in inner if i < w_idx)
+        # a call that runs modules or MatMuls before the window op is too early a start
+        heavy_before = w_deeper and any(events[i].kind in ("linear", "module")
+                                        for i in inner if i < w_idx)
         if not heavy_before:
             dep = input_of(ms, wh.cls, wh.method, wh.stmt, wh.call, params)
             if dep is not None:
@@ -223,6 +232,8 @@ def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearA
     last = "no level of the call path names a local value that feeds the target"
     for d in range(len(t.path) - 1, -1, -1):
         h = t.path[d]
+        if d == len(t.path) - 1 and _is_param_use(ms, t):
+            continue      # a Parameter use is not a call: anchor on the module call above it
         m = ms.method(h.cls, h.method)
         params = list(m.params) if m else []
         wexpr = weight_expr(t.path, d, lin)

@@ -570,10 +570,9 @@ def _walk_method(ms, cls, method, prefix, out, depth, active) -> None:
                     out.append(Event(prefix + (Hop(owner, method, i, f"self.{a}", s.start),),
                                      "linear", _attr_owner(ms, cls, a), a))
         if s.header and isinstance(s.node, cst.For):
-            it = dotted(_strip_sub(s.node.iter)) or ""
-            if it.startswith("self.") and (cls, it[5:]) in ms.list_children and \
-                    isinstance(s.node.target, cst.Name):
-                loop_vars[s.node.target.value] = ms.children[(cls, it[5:])]
+            var, it = _loop_over(s.node)
+            if var and it.startswith("self.") and (cls, it[5:]) in ms.list_children:
+                loop_vars[var] = ms.children[(cls, it[5:])]
         for call in _stmt_calls(s):
             d = dotted(call.func) or ""
             hop = Hop(owner, method, i, d, s.start)
@@ -610,6 +609,18 @@ def _walk_method(ms, cls, method, prefix, out, depth, active) -> None:
 
 def _strip_sub(node: cst.BaseExpression) -> cst.BaseExpression:
     return node.value if isinstance(node, cst.Subscript) else node
+
+
+def _loop_over(node: cst.For) -> tuple[str | None, str]:
+    """(loop variable, iterated attribute) of `for x in self.layers[...]` and
+    `for i, x in enumerate(self.layers[...])`."""
+    it, target = node.iter, node.target
+    if isinstance(it, cst.Call) and (dotted(it.func) or "") == "enumerate" and it.args:
+        it = it.args[0].value
+        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            target = target.elements[1].value
+    var = target.value if isinstance(target, cst.Name) else None
+    return var, dotted(_strip_sub(it)) or ""
 
 
 def _bases_chain(ms: ModelSource, cls: str) -> list[str]:
