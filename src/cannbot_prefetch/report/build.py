@@ -223,6 +223,10 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                    for s in plan.sites if isinstance(s.evidence.get("signature"), dict)}
     top_n = int((policy.get("report") or {}).get("top_n", 10))
     points, roof, rows, notes = _roofline(baseline, hardware, target_keys, top_n)
+    planned_hw = str(plan.created_from.get("hardware") or "")
+    if planned_hw and hasattr(hardware, "matches") and not hardware.matches(planned_hw):
+        notes.insert(0, f"the plan was made for {planned_hw}; the baseline profile is read as "
+                        f"{hardware.name}: sizes and expected savings assume the plan's part")
     return ReportData(plan, str(plan_path), base, opt, _hw_json(hardware), verify,
                       tuple(verdicts), expectation, tuple(banners), overall, nxt, tuple(points),
                       roof, tuple(rows), th, tuple(notes))

@@ -305,7 +305,9 @@ def _item6(d: ReportData, t, w) -> None:
     w(t("### Before / after (per step, warm-up excluded; mean ± stdev, n)",
         "### 性能对比(按 step 统计,已排除预热;均值 ± 标准差,样本数)"))
     w("")
-    w(t("| Quantity | Baseline | Optimized | Change | Source |", "| 指标 | Baseline | 优化后 | 变化 | 来源 |"))
+    sw = d.plan.switch.name
+    w(t(f"| Quantity | Baseline ({sw}=False) | Optimized ({sw}=True) | Change | Source |",
+        f"| 指标 | Baseline({sw}=False)| 优化后({sw}=True)| 改善百分比 | 来源 |"))
     w("|---|---|---|---|---|")
     w(t(f"| Critical path (step time) µs | {_stat(b.step_time)} | {_stat(o.step_time)} | "
         f"{_pct(_m(b.step_time), _m(o.step_time))} | {o.step_time_source or b.step_time_source} |",
@@ -423,6 +425,10 @@ def _expected(d: ReportData, t, w) -> None:
     for who, what, num in PUBLIC_MEASUREMENTS:
         w(f"- {who} ({what}): {num}")
     w("")
+    w(t("The before/after tables and the verification checklist are produced by running the A/B script "
+        "below on the NPU host, which calls this command again with both profiles.",
+        "性能对比表与验证检查清单需在 NPU 机器上运行下方 A/B 测试脚本后生成(脚本会带上两份 profiling 再次调用本命令)。"))
+    w("")
     if e.worth_enabling:
         w(t(f"**Worth measuring**: {e.reason_in('en')}. Confirm with the A/B script below before enabling.",
             f"**值得实测**:{e.reason_in('zh')}。开启前请用下方 A/B 脚本实测确认。"))
@@ -432,7 +438,7 @@ def _expected(d: ReportData, t, w) -> None:
 
 
 def _item7(d: ReportData, t, w, files) -> None:
-    w(t("## 7. Risks and next steps", "## 7. 风险与后续调优建议"))
+    w(t("## 7. Risks and next steps", "## 7. 还有哪些风险或后续调优建议"))
     w("")
     if d.verdicts:
         w(t("| Site | Failure signals | Next step | max_size | Why |", "| 位置 | 失败信号 | 调整策略 | max_size | 原因 |"))
