@@ -1,121 +1,149 @@
 """kernel_details.csv / op_summary_*.csv -> normalized rows, with polars and no row loops.
 
-Everything is read as text (`infer_schema=False`) and cast afterwards, so one bad cell costs
-one row, not the file. Damaged rows (ragged, non-numeric, unparseable start time) are dropped
-and counted with `file:line` samples; the caller decides whether what is left is usable.
+Cells are read as text (`infer_schema=False`) and cast in one lazy pass, so one bad cell costs
+one row, not the file, and a 1M-row export never sits in memory as text. A small eager sample
+of the first rows decides, per column, whether values need trimming (quotes, TABs) or are a
+text extra rather than a counter. Damaged rows (ragged, non-numeric, unparseable start time)
+are dropped and counted with `file:line` samples; the caller judges whether the rest is usable.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 from ..errors import InputError
 from . import columns as C
-from .readout import ReadResult, conform, drop_memset
-from .values import clean_text, strip_prefix, to_float, to_int, us_text_to_ns
+from .readout import ReadResult, conform, memset_mask
+from .values import NULL_TOKENS, clean_text, strip_prefix, to_float, to_int, us_text_to_ns
 
 _LINE = "__line"
 _FIELDS = "__fields"
+_SAMPLE_ROWS = 2000
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
+_READ = dict(infer_schema=False, encoding="utf8-lossy")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """How one source column becomes one normalized column."""
+
+    col: str      # header as polars names it
+    name: str     # normalized name
+    kind: str     # text | int | float | counter | start
+    trim: bool    # values need quotes/whitespace trimmed before casting
+
+
+class _Ragged(Exception):
+    """Some rows have more or fewer fields than the header: take the careful path."""
 
 
 def read_csv_rows(path: Path, source: str, samples_kept: int) -> ReadResult:
     """One CSV export -> ReadResult with BASE_SCHEMA columns plus counters and extras."""
-    raw = _read_text_frame(path)
-    header = [C.clean_header(h) for h in raw.columns if h not in (_LINE, _FIELDS)]
-    mapping = _map_headers(header, path)
-    data_cols = [c for c in raw.columns if c not in (_LINE, _FIELDS)]
-    raw = raw.rename(dict(zip(data_cols, header)))
-
-    # Blank lines come back as all-null rows: not data, not damage.
-    raw = raw.filter(~pl.all_horizontal(pl.col(header).is_null()))
-    rows_read = raw.height
+    sample = _read_sample(path)
+    specs = _plan(sample, _map_headers(list(sample.columns), path))
+    cols = [s.col for s in specs]
+    try:
+        try:
+            frame = _collect_fast(path, specs, native=True)
+        except _Ragged:
+            frame = _collect_fast(path, specs, native=False)
+        raw = None
+    except _Ragged:
+        raw = _read_text_frame(path, cols)
+        frame = raw.select(_frame_exprs(specs, ragged=True))
+    frame = frame.filter(~pl.col("__blank")).drop("__blank", "__lastnull", strict=False)
+    rows_read = frame.height
     if rows_read == 0:
         raise InputError("no data rows (header only)", path=str(path))
+    frame, duplicates = _drop_duplicates(_flag_bad(frame, specs))
 
-    bad_reasons: list[pl.Expr] = []
-    if _FIELDS in raw.columns:
-        bad_reasons.append(pl.when(pl.col(_FIELDS) != len(header))
-                           .then(pl.format("{} fields, header has " + str(len(header)),
-                                           pl.col(_FIELDS))))
-
-    # Duplicate rows (the mstt pipe sample has them): keep the first, say how many.
-    dup_mask = raw.select(pl.struct(header).is_first_distinct()).to_series()
-    duplicates = int(rows_read - dup_mask.sum())
-    if duplicates:
-        raw = raw.filter(dup_mask)
-
-    mapping = _settle_counter_kinds(raw, mapping)
-    exprs, checks = _casts(mapping)
-    bad_reasons.extend(checks)
-    reason = pl.coalesce(bad_reasons) if bad_reasons else pl.lit(None, dtype=pl.Utf8)
-    typed = raw.with_columns(reason.alias("__why")).select([pl.col(_LINE).alias("row"),
-                                                            pl.col("__why"), *exprs])
-    bad = typed.filter(pl.col("__why").is_not_null())
-    samples = [f"{source}:{r}: {w}" for r, w in bad.head(samples_kept).select("row", "__why").rows()]
-    good = typed.filter(pl.col("__why").is_null()).drop("__why")
+    bad_lines = frame.filter(pl.col("__bad"))["row"]
+    memsets = int((frame["__memset"] & ~frame["__bad"]).sum())
+    good = frame.filter(~pl.col("__bad") & ~pl.col("__memset")).drop("__bad", "__memset")
     good = good.with_columns(pl.lit(source).alias("source"))
-    good, memsets = drop_memset(good)
-
+    samples = _explain(path, source, specs, bad_lines.head(samples_kept).to_list(), raw)
     notes = []
     if duplicates:
         notes.append(f"{source}: {duplicates} exact duplicate row(s) dropped")
     if memsets:
         notes.append(f"{source}: {memsets} MemSet helper kernel(s) excluded")
-    result = ReadResult(conform(good), rows_read=rows_read, skipped=bad.height, samples=samples,
-                        notes=notes)
-    result.meta["columns"] = header
+    result = ReadResult(conform(good), rows_read=rows_read, skipped=bad_lines.len(),
+                        samples=samples, notes=notes)
+    result.meta["columns"] = [C.clean_header(c) for c in cols]
     return result
 
 
-def _read_text_frame(path: Path) -> pl.DataFrame:
-    """All cells as text plus `__line` (1-based file line) and, when rows are ragged, `__fields`."""
+# ---------------------------------------------------------------- reading
+
+def _read_sample(path: Path) -> pl.DataFrame:
+    """The header and first rows as text; InputError for a missing/empty/non-CSV file."""
     try:
         if path.stat().st_size == 0:
             raise InputError("empty file", path=str(path))
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
-    kwargs = dict(infer_schema=False, encoding="utf8-lossy", raise_if_empty=True)
     try:
-        try:
-            df = pl.read_csv(path, **kwargs)
-            ragged = df.width > 0 and df.height > 0 and df[df.columns[-1]].null_count() > 0
-        except pl.exceptions.ComputeError as exc:
-            if "fields" not in str(exc):
-                raise
-            df, ragged = pl.read_csv(path, truncate_ragged_lines=True, **kwargs), True
+        df = pl.read_csv(path, n_rows=_SAMPLE_ROWS, truncate_ragged_lines=True,
+                         raise_if_empty=True, **_READ)
     except pl.exceptions.NoDataError:
         raise InputError("empty file", path=str(path)) from None
     except _POLARS_ERRORS:
-        return _read_with_csv_module(path)
+        df = _read_with_csv_module(path, limit=_SAMPLE_ROWS).drop(_LINE, _FIELDS)
     if df.width == 0:
         raise InputError("empty file", path=str(path))
-    if not ragged:
-        return df.with_row_index(_LINE, offset=2).with_columns(pl.col(_LINE).cast(pl.Int64))
-    counts = _field_counts(path)
-    if counts is None or counts.len() != df.height:
+    return df
+
+
+def _collect_fast(path: Path, specs: list[_Spec], native: bool) -> pl.DataFrame:
+    """One lazy pass: scan, cast, flag. Raises _Ragged when rows have a different width.
+
+    `native`: let the CSV parser read clean numeric columns as Float64 directly (no string
+    per cell; the fastest path). Any garbage cell then fails the whole read, and the caller
+    retries with text columns, where damage is counted per row.
+    """
+    overrides = {s.col: pl.Float64 for s in specs[:-1] if _is_native(s)} if native else {}
+    lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
+                     null_values={c: "N/A" for c in overrides} or None, **_READ)
+    chosen = [replace(s, kind=s.kind + "@f64") if s.col in overrides else s for s in specs]
+    try:
+        frame = lf.select(_frame_exprs(chosen, ragged=False)).collect(engine="streaming")
+    except pl.exceptions.ComputeError as exc:
+        raise _Ragged() from exc
+    except _POLARS_ERRORS as exc:
+        raise _Ragged() from exc
+    if frame.width and frame["__lastnull"].any():
+        raise _Ragged()
+    return frame if frame["row"].is_sorted() else frame.sort("row")
+
+
+def _read_text_frame(path: Path, cols: list[str]) -> pl.DataFrame:
+    """Eager text frame with `__line` and `__fields` (quote-aware field count per line)."""
+    try:
+        df = pl.read_csv(path, truncate_ragged_lines=True, **_READ)
+        counts = _field_counts(path)
+    except _POLARS_ERRORS:
+        return _read_with_csv_module(path)
+    if counts is None or counts.len() != df.height or list(df.columns) != cols:
         return _read_with_csv_module(path)
     return df.with_columns(counts, pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(_LINE))
 
 
 def _field_counts(path: Path) -> pl.Series | None:
-    """Quote-aware field count of every data line (null for blank lines), vectorized."""
-    try:
-        lines = pl.read_csv(path, has_header=False, separator="\x1f", quote_char=None,
-                            infer_schema=False, truncate_ragged_lines=True,
-                            encoding="utf8-lossy", new_columns=["l"])
-    except _POLARS_ERRORS:
-        return None
+    """Fields per data line (null for blank lines): drop quoted runs, count commas."""
+    lines = pl.read_csv(path, has_header=False, separator="\x1f", quote_char=None,
+                        infer_schema=False, truncate_ragged_lines=True,
+                        encoding="utf8-lossy", new_columns=["l"])
     body = lines["l"].slice(1)
     unquoted = body.str.replace_all(r'"[^"]*"', "")
     return (unquoted.str.count_matches(",") + 1).cast(pl.Int64).alias(_FIELDS)
 
 
-def _read_with_csv_module(path: Path) -> pl.DataFrame:
+def _read_with_csv_module(path: Path, limit: int | None = None) -> pl.DataFrame:
     """Fallback for files polars refuses (stray quotes): lenient, exact line numbers, slow."""
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
@@ -126,20 +154,20 @@ def _read_with_csv_module(path: Path) -> pl.DataFrame:
         header = next(reader)
     except (StopIteration, csv.Error):
         raise InputError("empty file", path=str(path)) from None
+    if not header:
+        raise InputError("empty header line", path=str(path))
     width = len(header)
     cols: list[list[str | None]] = [[] for _ in range(width)]
     lines, fields = [], []
-    while True:
+    while limit is None or len(lines) < limit:
         try:
             rec = next(reader)
         except StopIteration:
             break
         except csv.Error:
             rec = ["<unparseable>"]
-        if not rec:
-            continue
         lines.append(reader.line_num)
-        fields.append(len(rec))
+        fields.append(len(rec) if rec else None)
         for i in range(width):
             cols[i].append(rec[i] if i < len(rec) and rec[i] != "" else None)
     names = _dedupe([h if h else f"column_{i + 1}" for i, h in enumerate(header)])
@@ -159,6 +187,8 @@ def _dedupe(names: list[str]) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------- planning
+
 def _map_headers(header: list[str], path: Path) -> dict[str, tuple[str, str]]:
     """header -> (normalized name, kind); raises when a required column is missing."""
     mapping: dict[str, tuple[str, str]] = {}
@@ -170,7 +200,7 @@ def _map_headers(header: list[str], path: Path) -> dict[str, tuple[str, str]]:
             taken.add(canon)
         else:
             name = C.counter_name(h)
-            while name in taken or name in C.ALIASES:
+            while name in taken or name in C.ALIASES or name in ("row", "source", "stack"):
                 name += "_2"
             mapping[h] = (name, "counter")
             taken.add(name)
@@ -182,50 +212,164 @@ def _map_headers(header: list[str], path: Path) -> dict[str, tuple[str, str]]:
     return mapping
 
 
-def _settle_counter_kinds(raw: pl.DataFrame, mapping: dict[str, tuple[str, str]]
-                          ) -> dict[str, tuple[str, str]]:
-    """Unknown columns are counters when mostly numeric, else kept as text (a newer export's
-    extra text column must not turn every row into a 'non-numeric' one)."""
-    unknown = [h for h, (_, kind) in mapping.items() if kind == "counter"]
-    if not unknown:
-        return mapping
-    stats = raw.select(
-        [clean_text(pl.col(h)).is_not_null().sum().alias(f"n{i}") for i, h in enumerate(unknown)]
-        + [to_float(clean_text(pl.col(h))).is_not_null().sum().alias(f"f{i}")
-           for i, h in enumerate(unknown)]).row(0, named=True)
-    out = dict(mapping)
-    for i, h in enumerate(unknown):
-        if stats[f"f{i}"] * 2 < stats[f"n{i}"]:
-            out[h] = (mapping[h][0], "text")
+def _plan(sample: pl.DataFrame, mapping: dict[str, tuple[str, str]]) -> list[_Spec]:
+    """Per column: does it need trimming, and is an unknown column numeric (a counter)?"""
+    numeric = [h for h, (_, kind) in mapping.items() if kind in ("int", "float", "counter")]
+    stats = sample.select(
+        [clean_text(pl.col(h)).is_not_null().sum().alias(f"n{i}") for i, h in enumerate(numeric)]
+        + [to_float(clean_text(pl.col(h))).is_not_null().sum().alias(f"c{i}")
+           for i, h in enumerate(numeric)]
+        + [to_float(pl.col(h)).is_not_null().sum().alias(f"f{i}") for i, h in enumerate(numeric)]
+    ).row(0, named=True) if numeric else {}
+    texts = [h for h, (_, kind) in mapping.items() if kind == "text"]
+    needs_trim = sample.select(
+        [(clean_text(pl.col(h)).fill_null("") != pl.col(h).fill_null("")).any().alias(h)
+         for h in texts]).row(0, named=True) if texts else {}
+    specs = []
+    for h, (name, kind) in mapping.items():
+        trim = kind == "start" or bool(needs_trim.get(h))
+        if h in numeric:
+            i = numeric.index(h)
+            present, cleaned, fast = stats[f"n{i}"], stats[f"c{i}"], stats[f"f{i}"]
+            if kind == "counter" and cleaned * 2 < present:
+                kind, trim = "text", True   # a text extra of a newer export, not a counter
+            else:
+                trim = cleaned > fast
+        specs.append(_Spec(h, name, kind, trim))
+    return specs
+
+
+# ---------------------------------------------------------------- expressions
+
+def _frame_exprs(specs: list[_Spec], ragged: bool) -> list[pl.Expr]:
+    """Typed columns plus cheap per-cell presence masks and row flags (__blank, __lastnull).
+
+    Casting is the expensive part, so each cell is cast once; whether a null result was a
+    damaged cell is decided afterwards from the masks (`_flag_bad`).
+    """
+    cols = [s.col for s in specs]
+    first, last = cols[0], cols[-1]
+    name_col = next(s.col for s in specs if s.name == "name")
+    present = [(pl.col(s.col).is_not_null() & (pl.col(s.col) != "N/A")).alias(f"__p:{s.name}")
+               for s in specs if s.kind in ("int", "float", "counter")]
+    out = [pl.col(_LINE).cast(pl.Int64).alias("row"), *[_typed(s).alias(s.name) for s in specs],
+           *present,
+           pl.all_horizontal(pl.col([first, last, name_col]).is_null()).alias("__blank"),
+           _memset(specs),
+           (pl.col(last).is_null() & pl.col(first).is_not_null()).alias("__lastnull")]
+    if ragged:
+        out.append((pl.col(_FIELDS).fill_null(len(specs)) != len(specs)).alias("__ragged"))
     return out
 
 
-def _casts(mapping: dict[str, tuple[str, str]]) -> tuple[list[pl.Expr], list[pl.Expr]]:
-    """Typed column expressions, and per-row 'why bad' expressions (null when fine)."""
-    exprs: list[pl.Expr] = []
-    checks: list[pl.Expr] = []
-    for header, (name, kind) in mapping.items():
-        text = clean_text(pl.col(header))
-        label = header.replace("{", "(").replace("}", ")")
-        if kind == "start":
-            value = us_text_to_ns(text)
-            checks.append(pl.when(value.is_null())
-                          .then(pl.format(f"bad {label} {{}}", pl.col(header).fill_null("<empty>"))))
-        elif kind in ("float", "int", "counter"):
-            value = to_int(text) if kind == "int" else to_float(text)
-            if name in C.REQUIRED:
-                bad = value.is_null() | (value < 0)
-            else:
-                bad = text.is_not_null() & value.is_null()
-            checks.append(pl.when(bad).then(pl.format(f"non-numeric {label} {{}}",
-                                                      pl.col(header).fill_null("<empty>"))))
+def _memset(specs: list[_Spec]) -> pl.Expr:
+    by_name = {s.name: s for s in specs}
+    type_ = _typed(by_name["type"]) if "type" in by_name else None
+    return memset_mask(_typed(by_name["name"]), type_).alias("__memset")
+
+
+def _flag_bad(frame: pl.DataFrame, specs: list[_Spec]) -> pl.DataFrame:
+    """Add `__bad` (row unusable) and drop the masks; runs on the typed frame, no recasting."""
+    flags = [pl.col(s.name).is_null() for s in specs if s.name in C.REQUIRED]
+    flags += [pl.col(s.name) < 0 for s in specs if s.name in C.REQUIRED and s.kind != "text"]
+    flags += [pl.col(f"__p:{s.name}") & pl.col(s.name).is_null()
+              for s in specs if f"__p:{s.name}" in frame.columns and s.name not in C.REQUIRED]
+    if "__ragged" in frame.columns:
+        flags.append(pl.col("__ragged"))
+    masks = [c for c in frame.columns if c.startswith("__p:") or c == "__ragged"]
+    return frame.with_columns(pl.any_horizontal(flags).alias("__bad")).drop(masks)
+
+
+def _drop_duplicates(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Exact duplicate rows (the mstt pipe sample has them): keep the first.
+
+    Equal start times (rare: same ns on two streams) find candidates; only then are whole
+    rows compared.
+    """
+    key = frame["start_ns"].is_duplicated()
+    if not key.any():
+        return frame, 0
+    data = [c for c in frame.columns if c not in ("row", "__bad", "__memset")]
+    first = frame.select(pl.struct(data).is_first_distinct()).to_series()
+    kept = frame.filter(first)
+    return kept, frame.height - kept.height
+
+
+def _is_native(spec: _Spec) -> bool:
+    return spec.kind in ("int", "float", "counter") and not spec.trim
+
+
+def _text(spec: _Spec) -> pl.Expr:
+    if spec.trim:
+        return clean_text(pl.col(spec.col))
+    col = pl.col(spec.col)
+    if spec.kind == "text":  # N/A may first appear after the sample (HCCL rows)
+        return pl.when(col.is_in(NULL_TOKENS)).then(None).otherwise(col)
+    return col
+
+
+def _typed(spec: _Spec) -> pl.Expr:
+    if spec.kind.endswith("@f64"):  # parsed as Float64 by the reader already
+        return to_int(pl.col(spec.col)) if spec.kind == "int@f64" else pl.col(spec.col)
+    text = _text(spec)
+    if spec.kind == "start":
+        return us_text_to_ns(text)
+    if spec.kind == "int":
+        return to_int(text)
+    if spec.kind in ("float", "counter"):
+        return to_float(text)
+    if spec.name in C.DTYPE_COLUMNS:
+        return strip_prefix(text, "DT_")
+    if spec.name in C.FORMAT_COLUMNS:
+        return strip_prefix(text, "FORMAT_")
+    return text
+
+
+def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
+    """(column, expression true where that cell makes the row unusable)."""
+    out = []
+    for s in specs:
+        value = _typed(s)
+        if s.name in C.REQUIRED:
+            bad = value.is_null()
+            if s.kind != "text":
+                bad = bad | (value < 0)
+        elif s.kind in ("int", "float", "counter"):
+            present = pl.col(s.col).is_not_null() & ~_text(s).is_in(NULL_TOKENS)
+            bad = present & value.is_null()
         else:
-            value = text
-            if name in C.DTYPE_COLUMNS:
-                value = strip_prefix(value, "DT_")
-            elif name in C.FORMAT_COLUMNS:
-                value = strip_prefix(value, "FORMAT_")
-            elif name == "name":
-                checks.append(pl.when(value.is_null()).then(pl.lit("empty Name")))
-        exprs.append(value.alias(name))
-    return exprs, checks
+            continue
+        out.append((s.col, bad))
+    return out
+
+
+def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
+             raw: pl.DataFrame | None) -> list[str]:
+    """`file:line: why` for the first bad rows (re-reads just those lines when needed)."""
+    if not lines:
+        return []
+    if raw is None:
+        try:
+            raw = (pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2,
+                               truncate_ragged_lines=True, **_READ)
+                   .filter(pl.col(_LINE).is_in(lines)).collect())
+        except _POLARS_ERRORS:
+            return [f"{source}:{line}: damaged row" for line in lines]
+    else:
+        raw = raw.filter(pl.col(_LINE).is_in(lines))
+    checks = [flag.alias(f"bad:{i}") for i, (_, flag) in enumerate(_flags(specs))]
+    labels = [c for c, _ in _flags(specs)]
+    extra = [pl.col(_FIELDS)] if _FIELDS in raw.columns else []
+    table = raw.select(pl.col(_LINE), *extra, *checks, *[pl.col(c) for c in labels
+                                                        if c in raw.columns])
+    out = []
+    for rec in table.iter_rows(named=True):
+        fields = rec.get(_FIELDS)
+        if fields is not None and fields != len(specs):
+            why = f"{fields} fields, header has {len(specs)}"
+        else:
+            k = next((i for i in range(len(labels)) if rec.get(f"bad:{i}")), None)
+            why = "damaged row" if k is None else \
+                f"bad {C.clean_header(labels[k])} {str(rec.get(labels[k], ''))[:40]!r}"
+        out.append(f"{source}:{rec[_LINE]}: {why}")
+    return out

@@ -36,10 +36,16 @@ def conform(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(exprs + extras)
 
 
+def memset_mask(name: pl.Expr, type_: pl.Expr | None = None) -> pl.Expr:
+    """True for MemSet helpers: Type `MemSet` or `0`, or a name ending `_MemSet`."""
+    mask = name.str.ends_with("_MemSet").fill_null(False)
+    if type_ is not None:
+        mask = mask | type_.is_in(["MemSet", "0"]).fill_null(False)
+    return mask
+
+
 def drop_memset(df: pl.DataFrame) -> tuple[pl.DataFrame, int]:
-    """MemSet helpers (Type `MemSet` or `0`, or a `_MemSet` name) are not work: drop them."""
-    is_memset = pl.col("name").fill_null("").str.ends_with("_MemSet")
-    if "type" in df.columns:
-        is_memset = is_memset | pl.col("type").fill_null("").is_in(["MemSet", "0"])
-    kept = df.filter(~is_memset)
+    """MemSet helpers are zero-fill launches, not work: drop them and say how many."""
+    mask = memset_mask(pl.col("name"), pl.col("type") if "type" in df.columns else None)
+    kept = df.filter(~mask)
     return kept, df.height - kept.height

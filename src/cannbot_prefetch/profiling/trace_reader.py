@@ -51,7 +51,7 @@ def load_trace_events(path: Path) -> tuple[list[dict], str]:
     events = [e for e in events if isinstance(e, dict)]
     if not any(e.get("ph") == "X" for e in events):
         raise InputError("trace holds no complete ('X') events", path=str(path))
-    if any(_process_names(events).get(e.get("pid")) == "Ascend Hardware" for e in events[:50000]):
+    if "Ascend Hardware" in _process_names(events).values():
         flavour = "ascend"
     return events, flavour
 
