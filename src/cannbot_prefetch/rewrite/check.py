@@ -141,7 +141,7 @@ def _target_refs(weight_expr: str) -> tuple[list[str], str]:
     """Module paths whose call runs the target, and the weight's owner path."""
     parts = weight_expr.split(".")
     owner = ".".join(parts[:-1]) if parts[-1] == "weight" else weight_expr
-    refs = [".".join(parts[:k]) for k in range(2, len(parts) + 1)]
+    refs = [".".join(parts[:k]) for k in range(1 if parts[0] != "self" else 2, len(parts) + 1)]
     return refs, owner
 
 
@@ -316,8 +316,9 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
                                        f"value computed there")
             return Placement(site, icls, method, stmt, line, stmt.indent, guard, note)
         if s.uses & live.keys():
+            fresh = after and any(live[n] in ("dep", "after") for n in s.uses & live.keys())
             for d in s.defs:
-                live[d] = "after" if after else "before"
+                live[d] = "after" if fresh else "before"
         else:
             for d in s.defs:
                 live.pop(d, None)

@@ -1,0 +1,195 @@
+"""rewrite_source and dependency_problem on small hand-written sources, one pattern per test."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from cannbot_prefetch.rewrite import dependency_problem
+from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source, strip_markers
+
+from .sites import site
+
+SRC = textwrap.dedent('''\
+    """A toy decoder."""
+    import torch
+    from torch import nn
+
+
+    class MLP(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.gate_proj = nn.Linear(4, 8)
+            self.down_proj = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.down_proj(torch.relu(self.gate_proj(x)))
+
+
+    class Layer(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.attention = nn.Linear(4, 4)
+            self.mlp = MLP(config)
+            self.norm = nn.LayerNorm(4)
+
+        def forward(self, x):
+            attn_output = self.attention.forward(x)
+            h = self.norm(attn_output)  # keep this comment
+            mlp_output = self.mlp(h)
+            return mlp_output
+
+
+    class FastLayer(Layer):
+        pass
+
+
+    class NoInit(nn.Module):
+        def forward(self, x, mlp):
+            return mlp(x)
+    ''')
+
+
+def mlp_site(**kw):
+    base = dict(cls="MLP", attr="gate_proj", weight="self.mlp.gate_proj.weight", icls="Layer",
+                anchor="self.mlp", dep="h")
+    sid = kw.pop("id", "s1")
+    base.update(kw)
+    return site(sid, **base)
+
+
+# ---------------------------------------------------------------- dependency_problem
+
+def test_dependency_legal_direct_predecessor():
+    assert dependency_problem(SRC, mlp_site()) is None
+
+
+def test_dependency_seed_wrong_example_refused():
+    """x feeds the attention whose output feeds the MLP: not the MLP's predecessor."""
+    msg = dependency_problem(SRC, mlp_site(anchor="self.attention", position="after", dep="x"))
+    assert msg and "only through line" in msg and "wrong example" in msg
+
+
+def test_dependency_after_anchor_output_legal():
+    assert dependency_problem(SRC, mlp_site(anchor="self.attention", position="after",
+                                            dep="attn_output")) is None
+
+
+def test_dependency_not_defined():
+    msg = dependency_problem(SRC, mlp_site(dep="y"))
+    assert "'y' is not defined before the insertion point in Layer.forward" in msg
+
+
+def test_dependency_defined_by_anchor_needs_after():
+    msg = dependency_problem(SRC, mlp_site(dep="mlp_output"))
+    assert "defined by the anchor statement itself" in msg
+
+
+def test_dependency_problem_on_unparsable_code():
+    assert "does not parse" in dependency_problem("def f(:\n", mlp_site())
+
+
+def test_target_before_insertion_refused():
+    msg = dependency_problem(SRC, mlp_site(anchor="self.mlp", position="after", dep="mlp_output"))
+    assert "runs before the insertion point" in msg
+
+
+# ---------------------------------------------------------------- rewrite_source
+
+def test_rewrite_keeps_every_other_byte_and_is_idempotent():
+    out = rewrite_source(SRC, [mlp_site()])
+    assert out.applied == ["s1"]
+    compile(out.code, "toy", "exec")
+    assert strip_markers(out.code) == SRC
+    assert rewrite_source(out.code, [mlp_site()]).code == out.code
+    assert "h = self.norm(attn_output)  # keep this comment\n" in out.code
+    assert "offset" not in out.code.split("class MLP")[1]
+
+
+def test_changed_size_updates_marked_call_in_place():
+    first = rewrite_source(SRC, [mlp_site(size=100)]).code
+    second = rewrite_source(first, [mlp_site(size=200)]).code
+    assert "h, 200)  # cannbot-prefetch: s1" in second and "h, 100)" not in second
+    assert second.count("# cannbot-prefetch: s1") == 1
+
+
+def test_explicit_forward_call_matches_anchor():
+    out = rewrite_source(SRC, [mlp_site(anchor="self.attention", position="after", dep="attn_output")])
+    lines = out.code.splitlines()
+    k = next(i for i, ln in enumerate(lines) if "self.attention.forward(x)" in ln)
+    assert "# cannbot-prefetch: s1" in lines[k + 1]
+
+
+def test_anchor_inside_return_before_ok_after_refused():
+    s_before = site("d", cls="MLP", attr="down_proj", weight="self.down_proj.weight", icls="MLP",
+                    anchor="self.down_proj", dep="x")
+    s_after = site("a", cls="MLP", attr="down_proj", weight="self.down_proj.weight", icls="MLP",
+                   anchor="self.gate_proj", position="after", dep="x")
+    out = rewrite_source(SRC, [s_before, s_after], mode="ge_graph")
+    assert out.applied == ["d"]
+    assert "inside `return`" in out.refused[0].reason
+    # eager: the join cannot go after work done inside `return`; the caller can hold it
+    eager = rewrite_source(SRC, [s_before], mode="eager")
+    assert eager.applied == [] and "computes its value inside `return`" in eager.refused[0].reason
+    s_join = site("d", cls="MLP", attr="down_proj", weight="self.down_proj.weight", icls="MLP",
+                  anchor="self.down_proj", dep="x", jcls="Layer", jmethod="forward")
+    assert rewrite_source(SRC, [s_join], mode="eager").applied == ["d"]
+
+
+def test_subclass_without_forward_refused_rest_applied():
+    out = rewrite_source(SRC, [mlp_site(id="sub", icls="FastLayer"), mlp_site()])
+    assert out.applied == ["s1"] and [r.site for r in out.refused] == ["sub"]
+    assert "inherits Layer.forward" in out.refused[0].reason
+
+
+def test_class_without_init_uses_module_switch():
+    s = site("n", cls="MLP", attr="gate_proj", weight="mlp.gate_proj.weight", icls="NoInit",
+             anchor="mlp", dep="x")
+    out = rewrite_source(SRC, [s], mode="ge_graph")
+    assert "_cbp.npu_prefetch(_cbp.enabled(), mlp.gate_proj.weight, x" in out.code
+
+
+def test_ge_graph_has_no_join_eager_has_one():
+    assert "_cbp.join" not in rewrite_source(SRC, [mlp_site()], mode="ge_graph").code
+    assert rewrite_source(SRC, [mlp_site()], mode="eager").code.count("_cbp.join") == 1
+
+
+def test_join_before_call():
+    out = rewrite_source(SRC, [mlp_site(anchor="self.attention", position="after",
+                                        dep="attn_output", where="before:self.mlp")])
+    lines = out.code.splitlines()
+    k = next(i for i, ln in enumerate(lines) if "mlp_output = self.mlp(h)" in ln)
+    assert "_cbp.join(self.enable_prefetch)" in lines[k - 1]
+
+
+def test_existing_user_call_detected_and_not_duplicated():
+    src = SRC.replace("        mlp_output = self.mlp(h)\n",
+                      "        torch_npu.npu_prefetch(self.mlp.gate_proj.weight, h, 64)\n"
+                      "        mlp_output = self.mlp(h)\n")
+    assert src != SRC
+    out = rewrite_source(src, [mlp_site()])
+    assert out.applied == [] and "already prefetched" in out.refused[0].reason
+    assert out.existing and out.existing[0].where == "Layer.forward"
+    assert out.code == src
+
+
+def test_crlf_line_endings_kept():
+    src = SRC.replace("\n", "\r\n")
+    out = rewrite_source(src, [mlp_site()])
+    assert "\n" not in out.code.replace("\r\n", "")
+    assert strip_markers(out.code) == src
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(cls="Nope"), "target class Nope is not defined"),
+    (dict(attr="nope_proj"), "class MLP has no attribute 'nope_proj'"),
+    (dict(icls="Nope"), "insert class Nope is not defined"),
+    (dict(method="decode"), "class Layer has no method decode"),
+    (dict(anchor="self.nothing"), "no call to self.nothing in Layer.forward"),
+    (dict(dep="undefined_tensor"), "'undefined_tensor' is not defined"),
+])
+def test_bad_sites_raise_naming_the_site(kw, words):
+    with pytest.raises(SiteErrors) as err:
+        rewrite_source(SRC, [mlp_site(id="bad-site", **kw)])
+    assert "site bad-site" in str(err.value) and words in str(err.value)
