@@ -1,0 +1,532 @@
+"""Measure a plan's sites in one profile, as frozen values the report compares.
+
+For each site of a plan: the kernels of its target (matched by the evidence signature: type +
+input shapes + dtypes), the window ops right before each target instance on the same stream,
+and per-step statistics of both (mean, stdev, n; the table's steps are used as given, so the
+warm-up step that `load_profile` drops stays dropped). For the profile as a whole: the critical
+path (step time from `step_trace_time.csv`, else the span of each step's kernels, else the span of
+the compute stream), the use of every other stream (CMO / prefetch tasks, and how far each
+stream runs past the compute stream: its tail), and L2 hit rates when the profile has them
+(`l2_cache.csv` or L2Cache counters).
+
+Only this module touches the DataFrame; the report receives `ProfileMeasure` values.
+
+    m = measure_profile(profile, plan, label="baseline", step_times=read_step_times(root))
+    m.sites[0].target.mean      # us per target kernel, averaged per step
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import polars as pl
+
+from .table import Profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..plan import Plan, Site
+
+CMO_PATTERN = re.compile(r"cmo|prefetch", re.IGNORECASE)
+# Types of the MatMul family, used only to fingerprint a model for the "same model?" check.
+_MATMUL_PATTERN = re.compile(r"matmul|gemm", re.IGNORECASE)
+
+
+# ---------------------------------------------------------------- values
+
+@dataclass(frozen=True)
+class Stat:
+    """Summary of one quantity: `n` samples (steps, or kernel instances when there are no steps)."""
+
+    mean: float
+    stdev: float
+    n: int
+    min: float
+    max: float
+    unit: str = "step"      # step | instance | profile
+
+    @staticmethod
+    def of(values: Iterable[float], unit: str = "step") -> "Stat | None":
+        vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+        if not vals:
+            return None
+        mean = sum(vals) / len(vals)
+        var = sum((v - mean) ** 2 for v in vals) / (len(vals) - 1) if len(vals) > 1 else 0.0
+        return Stat(mean, math.sqrt(var), len(vals), min(vals), max(vals), unit)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "stdev": self.stdev, "n": self.n, "min": self.min,
+                "max": self.max, "unit": self.unit}
+
+
+@dataclass(frozen=True)
+class SiteMeasure:
+    """One plan site as found (or not) in one profile."""
+
+    site_id: str
+    found: bool
+    matched_by: str = ""                 # signature | shapes (type differs) | ""
+    kernel_type: str = ""
+    instances: int = 0                   # target kernels matched (all kept steps)
+    per_step: float = 0.0                # target kernels per step
+    stream: str | None = None
+    target: Stat | None = None           # us per target kernel (per-step mean of instances)
+    target_total: Stat | None = None     # us of all target kernels in a step
+    window: Stat | None = None           # us of the window ops before one target kernel
+    window_ops: tuple[str, ...] = ()     # window op types that were found before the target
+    window_gap: Stat | None = None       # us from the first window op's start to the target start
+    wait: Stat | None = None             # the target's wait time (us), when the export has it
+    l2_hit_rate: float | None = None     # mean over target kernels (0..1)
+    l2_source: str = ""
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        def j(s: Stat | None):
+            return s.to_json() if s else None
+        return {"site_id": self.site_id, "found": self.found, "matched_by": self.matched_by,
+                "kernel_type": self.kernel_type, "instances": self.instances,
+                "per_step": self.per_step, "stream": self.stream, "target_us": j(self.target),
+                "target_total_us": j(self.target_total), "window_us": j(self.window),
+                "window_ops": list(self.window_ops), "window_gap_us": j(self.window_gap),
+                "wait_us": j(self.wait), "l2_hit_rate": self.l2_hit_rate,
+                "l2_source": self.l2_source, "note": self.note}
+
+
+@dataclass(frozen=True)
+class StreamUse:
+    """Work on one stream other than the compute stream (per step means)."""
+
+    stream: str
+    kernels: int                 # kernels in all kept steps
+    busy_us: float               # mean per step
+    max_us: float                # longest single kernel
+    cmo_kernels: int             # CMO / prefetch tasks among them
+    cmo_us: float                # mean per step
+    tail_us: float               # mean per step: how far this stream ends after the compute stream
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class ProfileMeasure:
+    label: str                           # baseline | optimized
+    path: str
+    steps: tuple[int, ...]
+    warmup_excluded: tuple[int, ...]
+    step_time: Stat | None               # the critical path, us per step
+    step_time_source: str
+    compute_stream: str | None
+    compute_busy: Stat | None            # us of kernels on the compute stream per step
+    compute_idle: Stat | None            # us of gaps on the compute stream per step (waiting)
+    streams: tuple[StreamUse, ...]
+    sites: tuple[SiteMeasure, ...]
+    l2_hit_rate: float | None            # whole profile, when known
+    l2_source: str
+    soc: str | None
+    cube_cores: int | None
+    freq_mhz: float | None
+    signatures: frozenset[str]           # MatMul-family "type|shapes|dtypes" seen (model fingerprint)
+    rows: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def site(self, site_id: str) -> SiteMeasure | None:
+        return next((s for s in self.sites if s.site_id == site_id), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "path": self.path, "steps": list(self.steps),
+                "warmup_excluded": list(self.warmup_excluded),
+                "step_time_us": self.step_time.to_json() if self.step_time else None,
+                "step_time_source": self.step_time_source,
+                "compute_stream": self.compute_stream,
+                "compute_busy_us": self.compute_busy.to_json() if self.compute_busy else None,
+                "compute_idle_us": self.compute_idle.to_json() if self.compute_idle else None,
+                "streams": [s.to_json() for s in self.streams],
+                "sites": [s.to_json() for s in self.sites],
+                "l2_hit_rate": self.l2_hit_rate, "l2_source": self.l2_source,
+                "soc": self.soc, "cube_cores": self.cube_cores, "freq_mhz": self.freq_mhz,
+                "rows": self.rows, "notes": list(self.notes)}
+
+
+# ---------------------------------------------------------------- helpers
+
+def norm_dtypes(text: str | None) -> str:
+    if not text:
+        return ""
+    return ";".join(p.strip().upper().removeprefix("DT_") for p in str(text).split(";"))
+
+
+def norm_shapes(text: str | None) -> str:
+    if not text:
+        return ""
+    return str(text).strip().strip('"').replace(" ", "")
+
+
+def signature_key(typ: str | None, shapes: str | None, dtypes: str | None) -> str:
+    return f"{(typ or '').lower()}|{norm_shapes(shapes)}|{norm_dtypes(dtypes)}"
+
+
+def shape_overlap(a: frozenset[str], b: frozenset[str]) -> float | None:
+    """Share of MatMul signatures two profiles have in common (Jaccard); None when either has none."""
+    if not a or not b:
+        return None
+    return len(a & b) / len(a | b)
+
+
+def _is_matmul(typ: str | None) -> bool:
+    return bool(typ) and bool(_MATMUL_PATTERN.search(typ)) and "memset" not in typ.lower()
+
+
+def _steps_of(df: pl.DataFrame) -> list[int | None]:
+    if df.height == 0 or df["step"].null_count() == df.height:
+        return [None]
+    return sorted(int(s) for s in df["step"].drop_nulls().unique().to_list())
+
+
+def _in_step(df: pl.DataFrame, step: int | None) -> pl.DataFrame:
+    return df if step is None else df.filter(pl.col("step") == step)
+
+
+def _end_ns(df: pl.DataFrame) -> pl.Expr:
+    return pl.col("start_ns") + (pl.col("dur_us") * 1000.0).cast(pl.Int64)
+
+
+def _choose_compute_stream(df: pl.DataFrame, preferred: Sequence[str]) -> str | None:
+    rows = df.filter(pl.col("stream").is_not_null())
+    if rows.height == 0:
+        return None
+    for s in preferred:
+        if s is not None:
+            return s
+    busy = rows.group_by("stream").agg(pl.col("dur_us").sum().alias("busy")).sort("busy", descending=True)
+    return busy["stream"][0]
+
+
+# ---------------------------------------------------------------- sites
+
+def _match_target(df: pl.DataFrame, sig: dict[str, Any]) -> tuple[pl.DataFrame, str]:
+    typ = str(sig.get("type") or "").lower()
+    shapes = norm_shapes(sig.get("input_shapes"))
+    dtypes = norm_dtypes(sig.get("dtypes") or sig.get("input_dtypes"))
+    if not shapes:
+        return df.clear(), ""
+    base = df.filter(pl.col("input_shapes").is_not_null())
+    shp = base["input_shapes"].map_elements(norm_shapes, return_dtype=pl.Utf8)
+    dts = base["input_dtypes"].fill_null("").map_elements(norm_dtypes, return_dtype=pl.Utf8)
+    same = base.filter((shp == shapes) & ((dts == dtypes) if dtypes else pl.lit(True)))
+    exact = same.filter(pl.col("type").fill_null("").str.to_lowercase() == typ)
+    if exact.height:
+        return exact, "signature"
+    # Same shapes and dtypes, another MatMul type (e.g. MatMulV2 -> MatMulV3 across versions).
+    other = same.filter(pl.col("type").map_elements(_is_matmul, return_dtype=pl.Boolean))
+    if other.height:
+        return other, "shapes"
+    return df.clear(), ""
+
+
+def _first_model_frame(stack) -> str | None:
+    frames = stack if isinstance(stack, (list, tuple)) else str(stack or "").split(";")
+    for f in frames:
+        f = str(f).strip()
+        if f and "torch/" not in f and "torch\\" not in f:
+            return f
+    return None
+
+
+def _narrow(hits: pl.DataFrame, ev: dict[str, Any], ops: Sequence[str]) -> tuple[pl.DataFrame, str]:
+    """Kernels sharing the signature but not the call site (gate_proj and up_proj have the same
+    shapes): keep those at the plan's call site when the evidence has a stack, else those whose
+    nearest predecessor on the stream is one of the window ops. No narrowing when nothing is left."""
+    frame = _first_model_frame(ev.get("stack") or ev.get("call_stack") or "")
+    if frame and hits["stack"].null_count() < hits.height:
+        sub = hits.filter(pl.col("stack").fill_null("").str.contains(frame, literal=True))
+        if 0 < sub.height < hits.height:
+            return sub, f"{sub.height} of {hits.height} kernels with the signature are at the plan's call site"
+    if ops:
+        wanted = [o.lower() for o in ops]
+        sub = hits.filter(pl.col("_prev_type").fill_null("").str.to_lowercase().is_in(wanted)
+                          | pl.col("_prev_name").fill_null("").str.to_lowercase().is_in(wanted))
+        if 0 < sub.height < hits.height:
+            return sub, (f"{sub.height} of {hits.height} kernels with the signature follow the "
+                         "window ops (the others are another call site)")
+    return hits, ""
+
+
+def _window_for(stream_rows: list[dict], idx: int, ops: Sequence[str], reach: int
+                ) -> tuple[float, float | None, list[str]]:
+    """Window ops before stream_rows[idx]: (busy us, gap us from first op start, types found)."""
+    wanted: dict[str, int] = {}
+    for op in ops:
+        wanted[op.lower()] = wanted.get(op.lower(), 0) + 1
+    need = sum(wanted.values())
+    busy, first, found = 0.0, None, []
+    target_start = stream_rows[idx]["start_ns"]
+    for j in range(idx - 1, max(-1, idx - 1 - reach), -1):
+        r = stream_rows[j]
+        keys = [(r.get("type") or "").lower(), (r.get("name") or "").lower()]
+        hit = next((k for k in keys if wanted.get(k, 0) > 0), None)
+        if hit is None:
+            continue
+        wanted[hit] -= 1
+        busy += float(r["dur_us"] or 0.0)
+        first = r["start_ns"]
+        found.append(r.get("type") or r.get("name") or "")
+        if len(found) == need:
+            break
+    gap = (target_start - first) / 1000.0 if first is not None else None
+    return busy, gap, found
+
+
+def _l2_of_rows(rows: pl.DataFrame, l2: pl.DataFrame | None) -> tuple[float | None, str]:
+    hit_cols = [c for c in rows.columns if c.endswith("_cache_hit")]
+    miss_cols = [c for c in rows.columns if c.endswith("_cache_miss_allocate")]
+    if hit_cols and miss_cols:
+        sub = rows.select(pl.sum_horizontal([pl.col(c).cast(pl.Float64, strict=False) for c in hit_cols]).alias("h"),
+                          pl.sum_horizontal([pl.col(c).cast(pl.Float64, strict=False) for c in miss_cols]).alias("m"))
+        h, m = sub["h"].sum(), sub["m"].sum()
+        if h is not None and m is not None and h + m > 0:
+            return h / (h + m), "L2Cache counters (*_cache_hit / (hit + miss_allocate))"
+    rate_cols = [c for c in rows.columns if c.endswith("hit_rate") and "icache" not in c]
+    for c in rate_cols:
+        v = rows[c].cast(pl.Float64, strict=False).drop_nulls()
+        if v.len():
+            return float(v.mean()), f"counter {c}"
+    if l2 is not None and l2.height and rows.height:
+        if {"stream", "task_id"} <= set(l2.columns):
+            keys = rows.select(pl.col("stream").cast(pl.Utf8), pl.col("task_id").cast(pl.Int64)).unique()
+            sub = l2.with_columns(pl.col("stream").cast(pl.Utf8), pl.col("task_id").cast(pl.Int64, strict=False)
+                                  ).join(keys, on=["stream", "task_id"], how="inner")
+            v = sub["hit_rate"].drop_nulls()
+            if v.len():
+                return float(v.mean()), "l2_cache.csv (Hit Rate, matched by stream and task id)"
+        names = set(rows["name"].drop_nulls().to_list())
+        sub = l2.filter(pl.col("name").is_in(list(names)))
+        v = sub["hit_rate"].drop_nulls()
+        if v.len():
+            return float(v.mean()), "l2_cache.csv (Hit Rate, matched by op name)"
+    return None, ""
+
+
+def _measure_site(site: "Site", df: pl.DataFrame, steps: list[int | None], lookback: int,
+                  l2: pl.DataFrame | None) -> SiteMeasure:
+    ev = site.evidence or {}
+    sig = ev.get("signature") or {}
+    if not isinstance(sig, dict):
+        sig = {}
+    hits, how = _match_target(df, sig)
+    if hits.height == 0:
+        return SiteMeasure(site.id, False, note="no kernel with the plan's signature "
+                           f"({sig.get('type', '?')} {sig.get('input_shapes', '?')} "
+                           f"{sig.get('dtypes', '')})")
+    win = ev.get("window") if isinstance(ev.get("window"), dict) else {}
+    ops = [str(o) for o in (win.get("ops") or []) if o]
+    hits, narrowed = _narrow(hits, ev, ops)
+    stream = hits["stream"].drop_nulls().mode().to_list()
+    stream = stream[0] if stream else None
+    reach = len(ops) + max(lookback, 1)
+    target_sets = set(hits["_ix"].to_list())
+    per_step_t, per_step_total, per_step_w, per_step_gap, per_step_wait = [], [], [], [], []
+    found_ops: list[str] = []
+    for step in steps:
+        sdf = _in_step(df, step)
+        th = _in_step(hits, step)
+        if th.height == 0:
+            continue
+        per_step_t.append(float(th["dur_us"].mean()))
+        per_step_total.append(float(th["dur_us"].sum()))
+        if th["wait_us"].null_count() < th.height:
+            per_step_wait.append(float(th["wait_us"].fill_null(0.0).mean()))
+        if not ops:
+            continue
+        srows = (sdf.filter(pl.col("stream") == stream) if stream is not None else sdf
+                 ).sort("start_ns").to_dicts()
+        w_vals, g_vals = [], []
+        for i, r in enumerate(srows):
+            if r["_ix"] not in target_sets:
+                continue
+            busy, gap, types = _window_for(srows, i, ops, reach)
+            if types:
+                w_vals.append(busy)
+                if gap is not None:
+                    g_vals.append(gap)
+                if not found_ops:
+                    found_ops = types
+        if w_vals:
+            per_step_w.append(sum(w_vals) / len(w_vals))
+        if g_vals:
+            per_step_gap.append(sum(g_vals) / len(g_vals))
+    unit = "step" if steps != [None] else "instance"
+    if unit == "instance":  # no steps: spread over kernel instances
+        per_step_t = [float(x) for x in hits["dur_us"].to_list()]
+    l2_rate, l2_src = _l2_of_rows(hits, l2)
+    n_steps = max(1, len([s for s in steps if _in_step(hits, s).height]))
+    note = ""
+    if ops and not per_step_w:
+        note = f"window ops {', '.join(ops)} not found before the target on its stream"
+    if narrowed:
+        note = (note + "; " if note else "") + narrowed
+    if how == "shapes":
+        note = (note + "; " if note else "") + (
+            f"matched by shapes and dtypes: the kernel type is {hits['type'][0]}, "
+            f"the plan says {sig.get('type')}")
+    return SiteMeasure(
+        site.id, True, how, str(hits["type"][0] or ""), hits.height, hits.height / n_steps, stream,
+        target=Stat.of(per_step_t, unit),
+        target_total=Stat.of(per_step_total, "step" if unit == "step" else "profile"),
+        window=Stat.of(per_step_w, unit if unit == "step" else "profile"),
+        window_ops=tuple(found_ops),
+        window_gap=Stat.of(per_step_gap, unit if unit == "step" else "profile"),
+        wait=Stat.of(per_step_wait, unit if unit == "step" else "profile"),
+        l2_hit_rate=l2_rate, l2_source=l2_src, note=note)
+
+
+# ---------------------------------------------------------------- critical path and streams
+
+def _norm_col(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+
+
+def step_times_from_trace(step_times: pl.DataFrame | None, steps: Sequence[int | None]
+                          ) -> tuple[list[float], str]:
+    """Per-step time (us) from step_trace_time.csv: Computing + Communication(Not Overlapped) +
+    Free (which is `Stage` when the export fills it), keeping the table's steps."""
+    if step_times is None or step_times.height == 0:
+        return [], ""
+    df = step_times.rename({c: _norm_col(c) for c in step_times.columns})
+    cols = set(df.columns)
+
+    def num(c: str) -> pl.Expr:
+        return pl.col(c).cast(pl.Float64, strict=False).fill_null(0.0)
+
+    parts = [c for c in ("computing", "communication_not_overlapped", "free") if c in cols]
+    if "computing" in parts:
+        expr = sum((num(c) for c in parts[1:]), num(parts[0]))
+        src = "step_trace_time.csv (" + " + ".join(
+            {"computing": "Computing", "communication_not_overlapped": "Communication(Not Overlapped)",
+             "free": "Free"}[c] for c in parts) + ")"
+    elif "stage" in cols:
+        expr, src = num("stage"), "step_trace_time.csv (Stage)"
+    else:
+        return [], ""
+    df = df.with_columns(expr.alias("_t"))
+    wanted = {s for s in steps if s is not None}
+    if "step" in cols and wanted:
+        st = df["step"].cast(pl.Int64, strict=False)
+        sel = df.filter(st.is_in(list(wanted)))
+        if sel.height:
+            df = sel
+    vals = [v for v in df["_t"].to_list() if v and v > 0]
+    return vals, src
+
+
+def _critical_path(df: pl.DataFrame, steps: list[int | None], compute: str | None,
+                   step_times: pl.DataFrame | None) -> tuple[Stat | None, str]:
+    vals, src = step_times_from_trace(step_times, steps)
+    if vals:
+        return Stat.of(vals, "step"), src
+    if steps != [None]:
+        spans = []
+        for s in steps:
+            sdf = _in_step(df, s)
+            if sdf.height:
+                spans.append((sdf.select(_end_ns(sdf).max()).item() - sdf["start_ns"].min()) / 1000.0)
+        return Stat.of(spans, "step"), "kernel spans per step (first kernel start to last kernel end)"
+    cdf = df.filter(pl.col("stream") == compute) if compute is not None else df
+    if cdf.height == 0:
+        return None, ""
+    span = (cdf.select(_end_ns(cdf).max()).item() - cdf["start_ns"].min()) / 1000.0
+    return Stat.of([span], "profile"), "span of the compute stream (the export has no steps)"
+
+
+def _stream_uses(df: pl.DataFrame, steps: list[int | None], compute: str | None
+                 ) -> tuple[Stat | None, Stat | None, tuple[StreamUse, ...]]:
+    busy, idle = [], []
+    per: dict[str, dict[str, list[float]]] = {}
+    counts: dict[str, list[int]] = {}
+    for s in steps:
+        sdf = _in_step(df, s)
+        if compute is None or sdf.height == 0:
+            continue
+        c = sdf.filter(pl.col("stream") == compute)
+        c_end = c.select(_end_ns(c).max()).item() if c.height else None
+        if c.height:
+            b = float(c["dur_us"].sum())
+            span = (c_end - c["start_ns"].min()) / 1000.0
+            busy.append(b)
+            idle.append(max(0.0, span - b))
+        others = sdf.filter(pl.col("stream").is_not_null() & (pl.col("stream") != compute))
+        for stream in others["stream"].unique().to_list():
+            o = others.filter(pl.col("stream") == stream)
+            cmo = o.filter(pl.col("type").fill_null("").str.contains(r"(?i)cmo|prefetch")
+                           | pl.col("name").fill_null("").str.contains(r"(?i)cmo|prefetch"))
+            o_end = o.select(_end_ns(o).max()).item()
+            d = per.setdefault(stream, {"busy": [], "max": [], "cmo": [], "tail": []})
+            d["busy"].append(float(o["dur_us"].sum()))
+            d["max"].append(float(o["dur_us"].max()))
+            d["cmo"].append(float(cmo["dur_us"].sum()) if cmo.height else 0.0)
+            d["tail"].append(max(0.0, (o_end - c_end) / 1000.0) if c_end is not None else 0.0)
+            cnt = counts.setdefault(stream, [0, 0])
+            cnt[0] += o.height
+            cnt[1] += cmo.height
+    n = max(1, len([s for s in steps if _in_step(df, s).height]))
+    uses = tuple(
+        StreamUse(stream, counts[stream][0], sum(d["busy"]) / n, max(d["max"]), counts[stream][1],
+                  sum(d["cmo"]) / n, sum(d["tail"]) / n)
+        for stream, d in sorted(per.items()))
+    unit = "step" if steps != [None] else "profile"
+    return Stat.of(busy, unit), Stat.of(idle, unit), uses
+
+
+# ---------------------------------------------------------------- entry point
+
+def _l2_table(l2: pl.DataFrame | None) -> pl.DataFrame | None:
+    if l2 is None or l2.height == 0:
+        return None
+    df = l2.rename({c: _norm_col(c) for c in l2.columns})
+    if "op_name" in df.columns and "name" not in df.columns:
+        df = df.rename({"op_name": "name"})
+    if "hit_rate" not in df.columns or "name" not in df.columns:
+        return None
+    return df.with_columns(pl.col("hit_rate").cast(pl.Float64, strict=False))
+
+
+def measure_profile(profile: Profile, plan: "Plan", label: str, *,
+                    step_times: pl.DataFrame | None = None, l2_cache: pl.DataFrame | None = None,
+                    lookback: int = 3) -> ProfileMeasure:
+    """Every plan site measured in `profile` (see the module docstring)."""
+    df = (profile.table.df.with_row_index("_ix").sort("start_ns")
+          .with_columns(pl.col("type").shift(1).over(["step", "stream"]).alias("_prev_type"),
+                        pl.col("name").shift(1).over(["step", "stream"]).alias("_prev_name")))
+    info = profile.info
+    steps = _steps_of(df)
+    hits_by_site = []
+    l2 = _l2_table(l2_cache)
+    for site in plan.sites:
+        hits_by_site.append(_measure_site(site, df, steps, lookback, l2))
+    preferred = [m.stream for m in hits_by_site if m.found and m.stream is not None]
+    compute = _choose_compute_stream(df, preferred)
+    step_stat, step_src = _critical_path(df, steps, compute, step_times)
+    busy, idle, uses = _stream_uses(df, steps, compute)
+    l2_rate, l2_src = (None, "")
+    if l2 is not None:
+        v = l2["hit_rate"].drop_nulls()
+        if v.len():
+            l2_rate, l2_src = float(v.mean()), "l2_cache.csv (Hit Rate, all ops)"
+    if l2_rate is None:
+        l2_rate, l2_src = _l2_of_rows(df, None)
+    sigs = frozenset(
+        signature_key(t, s, d)
+        for t, s, d in df.select("type", "input_shapes", "input_dtypes").unique().iter_rows()
+        if _is_matmul(t) and s)
+    notes = list(info.notes)
+    if steps == [None]:
+        notes.append("the export has no step ids: statistics are over kernel instances")
+    return ProfileMeasure(
+        label=label, path=info.path, steps=tuple(s for s in steps if s is not None),
+        warmup_excluded=tuple(info.warmup_excluded), step_time=step_stat,
+        step_time_source=step_src, compute_stream=compute, compute_busy=busy, compute_idle=idle,
+        streams=uses, sites=tuple(hits_by_site), l2_hit_rate=l2_rate, l2_source=l2_src,
+        soc=info.soc, cube_cores=info.cube_cores, freq_mhz=info.freq_mhz, signatures=sigs,
+        rows=df.height, notes=tuple(notes))
