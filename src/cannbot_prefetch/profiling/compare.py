@@ -185,10 +185,6 @@ def _steps_of(df: pl.DataFrame) -> list[int | None]:
     return sorted(int(s) for s in df["step"].drop_nulls().unique().to_list())
 
 
-def _in_step(df: pl.DataFrame, step: int | None) -> pl.DataFrame:
-    return df if step is None else df.filter(pl.col("step") == step)
-
-
 def _end_ns(df: pl.DataFrame) -> pl.Expr:
     return pl.col("start_ns") + (pl.col("dur_us") * 1000.0).cast(pl.Int64)
 
@@ -206,21 +202,35 @@ def _choose_compute_stream(df: pl.DataFrame, preferred: Sequence[str]) -> str | 
 
 # ---------------------------------------------------------------- sites
 
+def _shapes_expr(col: str) -> pl.Expr:
+    return pl.col(col).fill_null("").str.replace_all('"', "", literal=True).str.replace_all(" ", "", literal=True).str.strip_chars()
+
+
+def _dtypes_expr(col: str) -> pl.Expr:
+    return (pl.col(col).fill_null("").str.to_uppercase().str.replace_all(" ", "", literal=True)
+            .str.replace_all(r"(^|;)DT_", "${1}"))
+
+
+def _matmul_expr() -> pl.Expr:
+    t = pl.col("type").fill_null("")
+    return t.str.contains(r"(?i)matmul|gemm") & ~t.str.contains(r"(?i)memset")
+
+
 def _match_target(df: pl.DataFrame, sig: dict[str, Any]) -> tuple[pl.DataFrame, str]:
     typ = str(sig.get("type") or "").lower()
     shapes = norm_shapes(sig.get("input_shapes"))
     dtypes = norm_dtypes(sig.get("dtypes") or sig.get("input_dtypes"))
     if not shapes:
         return df.clear(), ""
-    base = df.filter(pl.col("input_shapes").is_not_null())
-    shp = base["input_shapes"].map_elements(norm_shapes, return_dtype=pl.Utf8)
-    dts = base["input_dtypes"].fill_null("").map_elements(norm_dtypes, return_dtype=pl.Utf8)
-    same = base.filter((shp == shapes) & ((dts == dtypes) if dtypes else pl.lit(True)))
+    cond = _shapes_expr("input_shapes") == shapes
+    if dtypes:
+        cond = cond & (_dtypes_expr("input_dtypes") == dtypes)
+    same = df.filter(cond)
     exact = same.filter(pl.col("type").fill_null("").str.to_lowercase() == typ)
     if exact.height:
         return exact, "signature"
     # Same shapes and dtypes, another MatMul type (e.g. MatMulV2 -> MatMulV3 across versions).
-    other = same.filter(pl.col("type").map_elements(_is_matmul, return_dtype=pl.Boolean))
+    other = same.filter(_matmul_expr())
     if other.height:
         return other, "shapes"
     return df.clear(), ""
@@ -254,29 +264,40 @@ def _narrow(hits: pl.DataFrame, ev: dict[str, Any], ops: Sequence[str]) -> tuple
     return hits, ""
 
 
-def _window_for(stream_rows: list[dict], idx: int, ops: Sequence[str], reach: int
-                ) -> tuple[float, float | None, list[str]]:
-    """Window ops before stream_rows[idx]: (busy us, gap us from first op start, types found)."""
-    wanted: dict[str, int] = {}
+def _windows(df: pl.DataFrame, hits: pl.DataFrame, ops: Sequence[str], reach: int
+             ) -> dict[int, tuple[int | None, float, float | None, list[str]]]:
+    """Window ops before each target kernel, nearest first, within `reach` predecessors on its
+    stream and step: {_ix: (step, busy us, gap us from the first op's start, types found)}."""
+    ks = pl.DataFrame({"_k": list(range(1, reach + 1))}, schema={"_k": pl.Int64})
+    tgt = hits.select("_ix", "step", "_sk", "_ss", "_pos", pl.col("start_ns").alias("_t0"))
+    pred = (tgt.join(ks, how="cross").with_columns((pl.col("_pos") - pl.col("_k")).alias("_pp"))
+            .join(df.select("_sk", "_ss", pl.col("_pos").alias("_pp"), "type", "name", "dur_us", "start_ns"),
+                  on=["_sk", "_ss", "_pp"], how="inner")
+            .sort(["_ix", "_k"]))
+    out: dict[int, tuple[int | None, float, float | None, list[str]]] = {}
+    need_tpl: dict[str, int] = {}
     for op in ops:
-        wanted[op.lower()] = wanted.get(op.lower(), 0) + 1
-    need = sum(wanted.values())
-    busy, first, found = 0.0, None, []
-    target_start = stream_rows[idx]["start_ns"]
-    for j in range(idx - 1, max(-1, idx - 1 - reach), -1):
-        r = stream_rows[j]
-        keys = [(r.get("type") or "").lower(), (r.get("name") or "").lower()]
-        hit = next((k for k in keys if wanted.get(k, 0) > 0), None)
-        if hit is None:
-            continue
-        wanted[hit] -= 1
-        busy += float(r["dur_us"] or 0.0)
-        first = r["start_ns"]
-        found.append(r.get("type") or r.get("name") or "")
-        if len(found) == need:
-            break
-    gap = (target_start - first) / 1000.0 if first is not None else None
-    return busy, gap, found
+        need_tpl[op.lower()] = need_tpl.get(op.lower(), 0) + 1
+    need = sum(need_tpl.values())
+    for key, grp in pred.group_by("_ix", maintain_order=True):
+        wanted = dict(need_tpl)
+        busy, first, found = 0.0, None, []
+        rows = grp.to_dicts()
+        for r in rows:
+            keys = [(r["type"] or "").lower(), (r["name"] or "").lower()]
+            hit = next((k for k in keys if wanted.get(k, 0) > 0), None)
+            if hit is None:
+                continue
+            wanted[hit] -= 1
+            busy += float(r["dur_us"] or 0.0)
+            first = r["start_ns"]
+            found.append(r["type"] or r["name"] or "")
+            if len(found) == need:
+                break
+        if found:
+            gap = (rows[0]["_t0"] - first) / 1000.0
+            out[int(key[0])] = (rows[0]["step"], busy, gap, found)
+    return out
 
 
 def _l2_of_rows(rows: pl.DataFrame, l2: pl.DataFrame | None) -> tuple[float | None, str]:
@@ -326,42 +347,36 @@ def _measure_site(site: "Site", df: pl.DataFrame, steps: list[int | None], lookb
     stream = hits["stream"].drop_nulls().mode().to_list()
     stream = stream[0] if stream else None
     reach = len(ops) + max(lookback, 1)
-    target_sets = set(hits["_ix"].to_list())
+    wins = _windows(df, hits, ops, reach) if ops else {}
     per_step_t, per_step_total, per_step_w, per_step_gap, per_step_wait = [], [], [], [], []
     found_ops: list[str] = []
-    for step in steps:
-        sdf = _in_step(df, step)
-        th = _in_step(hits, step)
-        if th.height == 0:
-            continue
-        per_step_t.append(float(th["dur_us"].mean()))
-        per_step_total.append(float(th["dur_us"].sum()))
-        if th["wait_us"].null_count() < th.height:
-            per_step_wait.append(float(th["wait_us"].fill_null(0.0).mean()))
-        if not ops:
-            continue
-        srows = (sdf.filter(pl.col("stream") == stream) if stream is not None else sdf
-                 ).sort("start_ns").to_dicts()
-        w_vals, g_vals = [], []
-        for i, r in enumerate(srows):
-            if r["_ix"] not in target_sets:
-                continue
-            busy, gap, types = _window_for(srows, i, ops, reach)
-            if types:
-                w_vals.append(busy)
-                if gap is not None:
-                    g_vals.append(gap)
-                if not found_ops:
-                    found_ops = types
-        if w_vals:
-            per_step_w.append(sum(w_vals) / len(w_vals))
-        if g_vals:
-            per_step_gap.append(sum(g_vals) / len(g_vals))
+    agg = (hits.group_by("_sk").agg(pl.col("dur_us").mean().alias("m"), pl.col("dur_us").sum().alias("s"),
+                                    pl.col("wait_us").fill_null(0.0).mean().alias("w"),
+                                    pl.col("wait_us").is_not_null().any().alias("hw"))
+           .sort("_sk"))
+    for r in agg.iter_rows(named=True):
+        per_step_t.append(float(r["m"]))
+        per_step_total.append(float(r["s"]))
+        if r["hw"]:
+            per_step_wait.append(float(r["w"]))
+    by_step: dict[Any, tuple[list[float], list[float]]] = {}
+    for step, busy, gap, types in wins.values():
+        b, g = by_step.setdefault(step, ([], []))
+        b.append(busy)
+        if gap is not None:
+            g.append(gap)
+        if not found_ops:
+            found_ops = types
+    for step in sorted(by_step, key=lambda x: (x is None, x)):
+        b, g = by_step[step]
+        per_step_w.append(sum(b) / len(b))
+        if g:
+            per_step_gap.append(sum(g) / len(g))
     unit = "step" if steps != [None] else "instance"
     if unit == "instance":  # no steps: spread over kernel instances
         per_step_t = [float(x) for x in hits["dur_us"].to_list()]
     l2_rate, l2_src = _l2_of_rows(hits, l2)
-    n_steps = max(1, len([s for s in steps if _in_step(hits, s).height]))
+    n_steps = max(1, hits["_sk"].n_unique())
     note = ""
     if ops and not per_step_w:
         note = f"window ops {', '.join(ops)} not found before the target on its stream"
@@ -421,17 +436,26 @@ def step_times_from_trace(step_times: pl.DataFrame | None, steps: Sequence[int |
     return vals, src
 
 
+def _spans(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """Per group: first start, last end (ns), busy us, kernels, longest kernel, CMO kernels / us."""
+    cmo = (pl.col("type").fill_null("").str.contains(r"(?i)cmo|prefetch")
+           | pl.col("name").fill_null("").str.contains(r"(?i)cmo|prefetch"))
+    return (df.with_columns(_end_ns(df).alias("_end"), cmo.alias("_cmo"))
+            .group_by(by).agg(pl.col("start_ns").min().alias("t0"), pl.col("_end").max().alias("t1"),
+                              pl.col("dur_us").sum().alias("busy"), pl.len().alias("n"),
+                              pl.col("dur_us").max().alias("longest"),
+                              pl.col("_cmo").sum().alias("cmo_n"),
+                              pl.col("dur_us").filter(pl.col("_cmo")).sum().alias("cmo_us")))
+
+
 def _critical_path(df: pl.DataFrame, steps: list[int | None], compute: str | None,
                    step_times: pl.DataFrame | None) -> tuple[Stat | None, str]:
     vals, src = step_times_from_trace(step_times, steps)
     if vals:
         return Stat.of(vals, "step"), src
     if steps != [None]:
-        spans = []
-        for s in steps:
-            sdf = _in_step(df, s)
-            if sdf.height:
-                spans.append((sdf.select(_end_ns(sdf).max()).item() - sdf["start_ns"].min()) / 1000.0)
+        sp = _spans(df, ["_sk"]).sort("_sk")
+        spans = [(t1 - t0) / 1000.0 for t0, t1 in sp.select("t0", "t1").iter_rows()]
         return Stat.of(spans, "step"), "kernel spans per step (first kernel start to last kernel end)"
     cdf = df.filter(pl.col("stream") == compute) if compute is not None else df
     if cdf.height == 0:
@@ -442,39 +466,26 @@ def _critical_path(df: pl.DataFrame, steps: list[int | None], compute: str | Non
 
 def _stream_uses(df: pl.DataFrame, steps: list[int | None], compute: str | None
                  ) -> tuple[Stat | None, Stat | None, tuple[StreamUse, ...]]:
-    busy, idle = [], []
-    per: dict[str, dict[str, list[float]]] = {}
-    counts: dict[str, list[int]] = {}
-    for s in steps:
-        sdf = _in_step(df, s)
-        if compute is None or sdf.height == 0:
-            continue
-        c = sdf.filter(pl.col("stream") == compute)
-        c_end = c.select(_end_ns(c).max()).item() if c.height else None
-        if c.height:
-            b = float(c["dur_us"].sum())
-            span = (c_end - c["start_ns"].min()) / 1000.0
-            busy.append(b)
-            idle.append(max(0.0, span - b))
-        others = sdf.filter(pl.col("stream").is_not_null() & (pl.col("stream") != compute))
-        for stream in others["stream"].unique().to_list():
-            o = others.filter(pl.col("stream") == stream)
-            cmo = o.filter(pl.col("type").fill_null("").str.contains(r"(?i)cmo|prefetch")
-                           | pl.col("name").fill_null("").str.contains(r"(?i)cmo|prefetch"))
-            o_end = o.select(_end_ns(o).max()).item()
-            d = per.setdefault(stream, {"busy": [], "max": [], "cmo": [], "tail": []})
-            d["busy"].append(float(o["dur_us"].sum()))
-            d["max"].append(float(o["dur_us"].max()))
-            d["cmo"].append(float(cmo["dur_us"].sum()) if cmo.height else 0.0)
-            d["tail"].append(max(0.0, (o_end - c_end) / 1000.0) if c_end is not None else 0.0)
-            cnt = counts.setdefault(stream, [0, 0])
-            cnt[0] += o.height
-            cnt[1] += cmo.height
-    n = max(1, len([s for s in steps if _in_step(df, s).height]))
-    uses = tuple(
-        StreamUse(stream, counts[stream][0], sum(d["busy"]) / n, max(d["max"]), counts[stream][1],
-                  sum(d["cmo"]) / n, sum(d["tail"]) / n)
-        for stream, d in sorted(per.items()))
+    if compute is None:
+        return None, None, ()
+    sp = _spans(df.filter(pl.col("stream").is_not_null()), ["_sk", "stream"])
+    comp = {r["_sk"]: r for r in sp.filter(pl.col("stream") == compute).iter_rows(named=True)}
+    busy = [r["busy"] for _, r in sorted(comp.items())]
+    idle = [max(0.0, (r["t1"] - r["t0"]) / 1000.0 - r["busy"]) for _, r in sorted(comp.items())]
+    per: dict[str, dict[str, float]] = {}
+    for r in sp.filter(pl.col("stream") != compute).iter_rows(named=True):
+        d = per.setdefault(r["stream"], {"n": 0, "busy": 0.0, "max": 0.0, "cmo_n": 0, "cmo": 0.0, "tail": 0.0})
+        d["n"] += r["n"]
+        d["busy"] += r["busy"]
+        d["max"] = max(d["max"], r["longest"] or 0.0)
+        d["cmo_n"] += r["cmo_n"]
+        d["cmo"] += r["cmo_us"] or 0.0
+        c = comp.get(r["_sk"])
+        if c is not None:
+            d["tail"] += max(0.0, (r["t1"] - c["t1"]) / 1000.0)
+    n = max(1, len(comp))
+    uses = tuple(StreamUse(stream, int(d["n"]), d["busy"] / n, d["max"], int(d["cmo_n"]), d["cmo"] / n,
+                           d["tail"] / n) for stream, d in sorted(per.items()))
     unit = "step" if steps != [None] else "profile"
     return Stat.of(busy, unit), Stat.of(idle, unit), uses
 
@@ -496,9 +507,12 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *,
                     step_times: pl.DataFrame | None = None, l2_cache: pl.DataFrame | None = None,
                     lookback: int = 3) -> ProfileMeasure:
     """Every plan site measured in `profile` (see the module docstring)."""
-    df = (profile.table.df.with_row_index("_ix").sort("start_ns")
-          .with_columns(pl.col("type").shift(1).over(["step", "stream"]).alias("_prev_type"),
-                        pl.col("name").shift(1).over(["step", "stream"]).alias("_prev_name")))
+    df = (profile.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
+          .with_columns(pl.col("step").fill_null(-1).alias("_sk"),
+                        pl.col("stream").fill_null("\x00").alias("_ss"))
+          .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(["_sk", "_ss"]).alias("_pos"),
+                        pl.col("type").shift(1).over(["_sk", "_ss"]).alias("_prev_type"),
+                        pl.col("name").shift(1).over(["_sk", "_ss"]).alias("_prev_name")))
     info = profile.info
     steps = _steps_of(df)
     hits_by_site = []
