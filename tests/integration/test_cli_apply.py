@@ -1,0 +1,158 @@
+"""`cannbot prefetch apply` through the CLI: dry run, --check, --write (confirmation), --json,
+--revert, the config YAML key, bad input (exit 2, nothing touched), failure half-way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cannbot_prefetch.cli import app
+from cannbot_prefetch.plan import Basis, Insert, Join, Plan, Saving, Site, Switch, Target, load_plan, \
+    save_plan, sha256_file
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_style"
+runner = CliRunner()
+
+
+def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", method="forward",
+          size=4096, file="toy_model.py"):
+    return Site(id=id, target=Target(file, cls, attr, weight), insert=Insert(icls, method, anchor, position),
+                dependency=dep, join=Join(icls, method, "end"), max_size=size,
+                basis=Basis((32, 16), 4.0, 0.5), ladder={"up": [0.7], "down": [0.3]}, mapping="manual",
+                evidence={}, saving_us=Saving(0.1, 0.2, 0.3), source_sha256=sha, max_tokens=64)
+
+
+@pytest.fixture()
+def project(tmp_path):
+    shutil.copyfile(FIX / "toy_model.py", tmp_path / "toy_model.py")
+    shutil.copyfile(FIX / "toy_factory.py", tmp_path / "toy_factory.py")
+    (tmp_path / "runner.yaml").write_text("model_config:\n  custom_params:\n    batch: 1\n")
+    sha = sha256_file(tmp_path / "toy_model.py")
+    plan = Plan(sites=(
+        _site("toy-up", "ToyMLP", "up_proj", "self.mlp.up_proj.weight", "ToyLayer", "self.mlp", "h", sha=sha),
+        _site("toy-down", "ToyMLP", "down_proj", "self.down_proj.weight", "ToyMLP", "self.up_proj", "h",
+              position="after", sha=sha),
+    ), mode="eager", switch=Switch(config_path="custom_params.enable_prefetch", config_file="runner.yaml"))
+    save_plan(plan, tmp_path / "plan.yaml")
+    return tmp_path
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_dry_run_shows_diff_and_writes_nothing(project):
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
+    assert res.exit_code == 0, res.output
+    assert "cannbot-prefetch: toy-up" in res.output and "toy-down" in res.output
+    assert "nothing written" in res.output
+    assert _snapshot(project) == before
+
+
+def test_check_exits_1_when_pending_then_0_after_write(project):
+    plan = str(project / "plan.yaml")
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--check"]).exit_code == 1
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert (project / "_cannbot_prefetch.py").is_file()
+    assert list((project / ".cannbot-prefetch" / "backup").glob("toy_model.py.*.bak"))
+    assert load_plan(plan).status == "applied"
+    yaml_text = (project / "runner.yaml").read_text()
+    assert "    enable_prefetch: false  # cannbot-prefetch: switch" in yaml_text
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--check"]).exit_code == 0
+    code = (project / "toy_model.py").read_text()
+    compile(code, "toy_model.py", "exec")
+    assert 'read_switch(config, "custom_params.enable_prefetch")' in code
+
+
+def test_write_without_terminal_needs_yes(project):
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write"])
+    assert res.exit_code == 2 and "--yes" in res.output
+    assert _snapshot(project) == before
+
+
+def test_json_result(project):
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--json"])
+    assert res.exit_code == 0
+    data = json.loads(res.stdout)
+    assert data["pending"] is True and data["applied"] == ["toy-up", "toy-down"]
+    kinds = {f["kind"]: f["status"] for f in data["files"]}
+    assert kinds == {"model": "changed", "helper": "changed", "config": "changed"}
+
+
+def test_revert_by_markers_keeps_user_edits(project):
+    plan = str(project / "plan.yaml")
+    original = (project / "toy_model.py").read_text()
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
+    edited = (project / "toy_model.py").read_text().replace("class ToyModel(nn.Module):",
+                                                            "class ToyModel(nn.Module):  # user note")
+    (project / "toy_model.py").write_text(edited)
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert (project / "toy_model.py").read_text() == original.replace(
+        "class ToyModel(nn.Module):", "class ToyModel(nn.Module):  # user note")
+    assert not (project / "_cannbot_prefetch.py").exists()
+    assert "enable_prefetch" not in (project / "runner.yaml").read_text()
+    assert load_plan(plan).status == "proposed"
+
+
+def test_changed_source_refused(project):
+    (project / "toy_model.py").write_text((project / "toy_model.py").read_text() + "\n# edited\n")
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes"])
+    assert res.exit_code == 2 and "changed since the plan was made" in res.output
+    assert _snapshot(project) == before
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda p: p.replace("class: ToyMLP", "class: NoSuchMLP", 1), "target class NoSuchMLP"),
+    (lambda p: p.replace("attr: up_proj", "attr: side_proj", 1), "no attribute 'side_proj'"),
+    (lambda p: p.replace("expr: h\n", "expr: nothing_here\n", 1), "'nothing_here' is not defined"),
+    (lambda p: p.replace("max_size: 4096", "max_size: -1", 1), "max_size"),
+    (lambda p: p.replace("file: toy_model.py", "file: missing.py", 1), "model source not found"),
+])
+def test_bad_input_exit_2_names_file_and_site(project, mutate, words):
+    plan = project / "plan.yaml"
+    plan.write_text(mutate(plan.read_text()))
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(plan), "--write", "--yes"])
+    assert res.exit_code == 2, res.output
+    assert words in res.output
+    assert "toy" in res.output or "missing.py" in res.output or "plan.yaml" in res.output
+    assert _snapshot(project) == before
+
+
+def test_unparsable_source_exit_2(project):
+    (project / "toy_model.py").write_text("def broken(:\n")
+    plan = project / "plan.yaml"
+    old = load_plan(plan).sites[0].source_sha256
+    plan.write_text(plan.read_text().replace(old, sha256_file(project / "toy_model.py")))
+    res = runner.invoke(app, ["prefetch", "apply", str(plan)])
+    assert res.exit_code == 2 and "does not parse" in res.output and "toy-up" in res.output
+
+
+def test_failure_half_way_leaves_every_file(project, monkeypatch):
+    from cannbot_prefetch.rewrite import files
+
+    before = _snapshot(project)
+    calls = {"n": 0}
+    real = files.write_atomic
+
+    def flaky(path, text):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        real(path, text)
+
+    monkeypatch.setattr(files, "write_atomic", flaky)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes"])
+    assert res.exit_code != 0
+    after = {k: v for k, v in _snapshot(project).items() if not k.startswith(".cannbot-prefetch")}
+    assert after == before

@@ -1,0 +1,87 @@
+"""`cannbot prefetch verify` through the CLI, after `apply --write`, on the toy model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cannbot_prefetch.cli import app
+from cannbot_prefetch.plan import Basis, Insert, Join, Plan, Saving, Site, Switch, Target, save_plan, \
+    sha256_file
+
+pytest.importorskip("torch")
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_style"
+runner = CliRunner()
+
+
+def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", size=4096):
+    return Site(id=id, target=Target("toy_model.py", cls, attr, weight),
+                insert=Insert(icls, "forward", anchor, position), dependency=dep,
+                join=Join(icls, "forward", "end"), max_size=size, basis=Basis((32, 16), 4.0, 0.5),
+                ladder={}, mapping="manual", evidence={}, saving_us=Saving(0, 0, 0),
+                source_sha256=sha, max_tokens=64)
+
+
+@pytest.fixture()
+def applied(tmp_path, monkeypatch):
+    for name in ("toy_model.py", "toy_factory.py"):
+        shutil.copyfile(FIX / name, tmp_path / name)
+    sha = sha256_file(tmp_path / "toy_model.py")
+    plan = Plan(sites=(
+        _site("toy-o", "ToyLayer", "o_proj", "self.o_proj.weight", "ToyLayer", "self.norm", "x", sha=sha),
+        _site("toy-up", "ToyMLP", "up_proj", "self.mlp.up_proj.weight", "ToyLayer", "self.mlp", "h", sha=sha),
+        _site("toy-down", "ToyMLP", "down_proj", "self.down_proj.weight", "ToyMLP", "self.up_proj", "h",
+              position="after", sha=sha),
+    ), mode="eager", switch=Switch())
+    save_plan(plan, tmp_path / "plan.yaml")
+    res = runner.invoke(app, ["prefetch", "apply", str(tmp_path / "plan.yaml"), "--write", "--yes"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.chdir(tmp_path)
+    for mod in ("toy_model", "toy_factory", "_cannbot_prefetch"):
+        monkeypatch.delitem(sys.modules, mod, raising=False)
+    yield tmp_path
+    for mod in ("toy_model", "toy_factory", "_cannbot_prefetch"):
+        sys.modules.pop(mod, None)
+
+
+def test_verify_passes_table_and_json(applied):
+    res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "toy_factory.py:build",
+                              "--out", "verify.json"])
+    assert res.exit_code == 0, res.output
+    assert "graph order" in res.output and "FAIL" not in res.output
+    data = json.loads((applied / "verify.json").read_text())
+    assert data["passed"] is True and data["torch_npu"].startswith("stub")
+    names = {(c["name"], c["site"]) for c in data["checks"]}
+    for sid in ("toy-o", "toy-up", "toy-down"):
+        assert ("fires", sid) in names and ("graph order", sid) in names
+    assert "torch_npu" not in sys.modules  # the stub is gone after verify
+
+
+def test_verify_fails_when_a_prefetch_is_moved_after_its_target(applied):
+    code = (applied / "toy_model.py").read_text()
+    lines = code.splitlines(keepends=True)
+    k = next(i for i, ln in enumerate(lines) if "cannbot-prefetch: toy-o" in ln)
+    moved = lines.pop(k)
+    j = next(i for i, ln in enumerate(lines) if "x = x + a" in ln)
+    lines.insert(j, moved.replace("self.o_proj.weight, x,", "self.o_proj.weight, a,"))
+    (applied / "toy_model.py").write_text("".join(lines))
+    res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "toy_factory.py:build",
+                              "--json"])
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    bad = [c for c in data["checks"] if not c["passed"]]
+    assert [(c["name"], c["site"]) for c in bad] == [("graph order", "toy-o")]
+    assert "runs before the prefetch" in bad[0]["detail"]
+
+
+def test_verify_bad_factory_exit_2(applied):
+    res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "no_colon"])
+    assert res.exit_code == 2 and "MODULE:FUNC" in res.output
+    res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "toy_factory.py:nope"])
+    assert res.exit_code == 2 and "no function nope" in res.output
