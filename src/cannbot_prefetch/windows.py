@@ -457,7 +457,17 @@ def _cluster(per, inst, lookback) -> list[tuple[list[tuple[tuple, int]], int]]:
             preds = tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1])
             by_preds[("", preds)].append((key, j))
     first = lambda m: min(per[k][j].start for k, j in m)
-    out = [(m, rank) for (frame, rank), m in by_frame.items()]
+    # a frame at a `def` line (PyTorch CPU traces) covers several calls: split by the nearest
+    # predecessor's type too (q_proj after RmsNorm, o_proj after attention)
+    framed: dict[str, list] = defaultdict(list)
+    for (frame, _rank), members in by_frame.items():
+        near: dict[Any, list] = defaultdict(list)
+        for k, j in members:
+            near[("", ((per[k][j - 1].type, ""),) if j else ())].append((k, j))
+        framed[frame] += list(_merge_minor(near).values())
+    out = []
+    for frame, groups in framed.items():
+        out += [(m, i) for i, m in enumerate(sorted(groups, key=first))]
     merged = sorted(_merge_minor(by_preds).values(), key=first)
     out += [(m, i) for i, m in enumerate(merged)]
     return sorted(out, key=lambda mr: first(mr[0]))

@@ -197,10 +197,11 @@ def _fits(ms: ModelSource, e: Event, op: PredOp, want: str) -> bool:
         return True
     if want in ("norm", "act"):
         return e.kind == want
+    name = e.attr.split(".")[-1].lower()
     if want == "rope":
-        return "rotary" in e.attr.lower() or "rope" in e.attr.lower()
+        return "rotary" in name or "rope" in name
     if want == "attention":
-        return "attention" in e.attr.lower() or "attn" in e.attr.lower()
+        return "attention" in name or name.endswith("attn")
     return e.kind in ("norm", "act", "module") and not e.child
 
 

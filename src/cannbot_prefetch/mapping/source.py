@@ -256,6 +256,7 @@ class _Env:
         self.config = ms.config
         self.self_vals: dict[str, Any] = {}
         self.local: dict[str, Any] = {}
+        self.missing: dict[str, str] = {}
         self.config_names = {"config"}
         init = ms.method(cls, "__init__")
         if init is None:
@@ -278,7 +279,7 @@ class _Env:
             args, parent = bound
             parent_env = _Env.__new__(_Env)
             parent_env.__dict__.update(ms=ms, config=ms.config, self_vals={}, local={},
-                                       config_names={"config"})
+                                       missing={}, config_names={"config"})
             parent_env.self_vals = _init_self_values(ms, parent) if parent != cls else {}
             pos = 0
             for a in args:
@@ -300,6 +301,8 @@ class _Env:
     def name(self, n: str) -> Any:
         if n in self.local:
             return self.local[n]
+        if n in self.missing:
+            raise MissingKey(self.missing[n])
         if n in self.config_names:
             return _CONFIG
         if n in ("True", "False", "None"):
@@ -328,6 +331,8 @@ class _Env:
                 attr = node.attr.value
                 if attr in self.self_vals:
                     return self.self_vals[attr]
+                if attr in self.missing:
+                    raise MissingKey(self.missing[attr])
                 if attr == "config":
                     return _CONFIG
                 raise _Unsupported(f"self.{attr}")
@@ -432,7 +437,11 @@ def _exec_assign(env: _Env, s: Stmt) -> None:
             continue
         try:
             v = env.eval(value)
-        except (MissingKey, _Unsupported, TypeError, ZeroDivisionError, ValueError):
+        except MissingKey as exc:     # remembered, so a later use names the config key
+            d = dotted(target) or ""
+            env.missing[d[5:] if d.startswith("self.") else d] = exc.key
+            continue
+        except (_Unsupported, TypeError, ZeroDivisionError, ValueError):
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v

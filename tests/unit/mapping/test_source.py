@@ -1,0 +1,126 @@
+"""The mapping's view of model source: linear-like attributes with shapes from config.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cannbot_prefetch.errors import InputError, SourceError
+from cannbot_prefetch.mapping.source import flatten, load_config, load_model_source, roots
+
+
+def test_llama_linears_from_config(modeling, example_config):
+    cfg, path = load_config(example_config("llama3.2-1b-en"))
+    ms = load_model_source(modeling("llama"), cfg, path)
+    dims = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert dims == {
+        "LlamaMLP.gate_proj": (8192, 2048), "LlamaMLP.up_proj": (8192, 2048),
+        "LlamaMLP.down_proj": (2048, 8192),
+        "LlamaAttention.q_proj": (2048, 2048),      # num_attention_heads * self.head_dim
+        "LlamaAttention.k_proj": (512, 2048), "LlamaAttention.v_proj": (512, 2048),
+        "LlamaAttention.o_proj": (2048, 2048), "LlamaForCausalLM.lm_head": (128256, 2048),
+    }
+    assert roots(ms)[0] == "LlamaForCausalLM"
+
+
+def test_flatten_runs_the_layer_in_evaluation_order(modeling, example_config):
+    cfg, path = load_config(example_config("llama3.2-1b-en"))
+    ms = load_model_source(modeling("llama"), cfg, path)
+    seq = [f"{e.owner}.{e.attr}" for e in flatten(ms, "LlamaForCausalLM")
+           if e.kind in ("linear", "norm", "act")]
+    assert seq == ["LlamaDecoderLayer.input_layernorm", "LlamaAttention.q_proj",
+                   "LlamaAttention.k_proj", "LlamaAttention.v_proj", "LlamaAttention.o_proj",
+                   "LlamaDecoderLayer.post_attention_layernorm", "LlamaMLP.gate_proj",
+                   "LlamaMLP.act_fn", "LlamaMLP.up_proj", "LlamaMLP.down_proj", "LlamaModel.norm",
+                   "LlamaForCausalLM.lm_head"]
+
+
+def test_qwen2_and_qwen3_moe_fused_experts(modeling, example_config):
+    cfg, path = load_config(example_config("qwen2.5-3b-zh"))
+    ms = load_model_source(modeling("qwen2"), cfg, path)
+    assert ms.linears[("Qwen2MLP", "down_proj")].dims == (2048, 11008)
+    assert ms.linears[("Qwen2ForCausalLM", "lm_head")].dims == (151936, 2048)
+    cfg, path = load_config(example_config("qwen3-moe"))
+    ms = load_model_source(modeling("qwen3_moe"), cfg, path)
+    gu = ms.linears[("Qwen3MoeExperts", "gate_up_proj")]
+    assert gu.is_param and gu.dims == (128, 1536, 2048)       # nn.Parameter(torch.empty(E, 2I, H))
+    assert ms.linears[("Qwen3MoeExperts", "down_proj")].dims == (128, 2048, 768)
+
+
+VLLM_STYLE = '''
+import torch
+from torch import nn
+from vllm.model_executor.layers.linear import (MergedColumnParallelLinear, QKVParallelLinear,
+                                               RowParallelLinear)
+
+
+class FakeMLP(nn.Module):
+    def __init__(self, hidden_size: int, intermediate_size: int, prefix: str = ""):
+        super().__init__()
+        self.gate_up_proj = MergedColumnParallelLinear(hidden_size, [intermediate_size] * 2,
+                                                       bias=False)
+        self.down_proj = RowParallelLinear(intermediate_size, hidden_size, bias=False)
+
+    def forward(self, x):
+        gate_up, _ = self.gate_up_proj(x)
+        x = self.act_fn(gate_up)
+        x, _ = self.down_proj(x)
+        return x
+
+
+class FakeAttention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.qkv_proj = QKVParallelLinear(config.hidden_size, self.head_dim,
+                                          config.num_attention_heads, config.num_key_value_heads)
+        self.o_proj = RowParallelLinear(config.num_attention_heads * self.head_dim,
+                                        config.hidden_size)
+
+
+class FakeLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.self_attn = FakeAttention(config)
+        self.mlp = FakeMLP(hidden_size=config.hidden_size,
+                           intermediate_size=config.intermediate_size)
+        self.experts_w13 = nn.Parameter(torch.empty(config.n_experts // 2, 2 * config.intermediate_size,
+                                                    config.hidden_size))
+'''
+
+
+def test_vllm_style_parallel_linears_with_tp(tmp_path):
+    src = tmp_path / "fake.py"
+    src.write_text(VLLM_STYLE)
+    cfg = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "n_experts": 16}
+    ms = load_model_source(src, cfg, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["FakeMLP.gate_up_proj"] == (2 * 11008 // 2, 4096)       # column parallel: out / tp
+    assert d["FakeMLP.down_proj"] == (4096, 11008 // 2)              # row parallel: in / tp
+    assert d["FakeAttention.qkv_proj"] == ((32 // 2 + 2 * (8 // 2)) * 128, 4096)
+    assert d["FakeAttention.o_proj"] == (4096, 4096 // 2)
+    assert d["FakeLayer.experts_w13"] == (8, 2 * 11008, 4096)
+
+
+def test_missing_config_key_is_named(modeling, example_config, tmp_path):
+    cfg = json.loads(example_config("llama3.2-1b-en").read_text())
+    del cfg["intermediate_size"]
+    ms = load_model_source(modeling("llama"), cfg, "cfg.json")
+    lin = ms.linears[("LlamaMLP", "gate_proj")]
+    assert lin.dims is None and lin.missing_key == "intermediate_size"
+
+
+def test_bad_sources_and_configs(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("class A(nn.Module):\n    def forward(self:\n        pass\n")
+    with pytest.raises(SourceError, match="does not parse") as exc:
+        load_model_source(bad, {}, "")
+    assert str(bad) in str(exc.value)
+    cfg = tmp_path / "config.json"
+    cfg.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_config(cfg)
+    with pytest.raises(InputError, match="not found"):
+        load_model_source(tmp_path / "nope", {}, "")
