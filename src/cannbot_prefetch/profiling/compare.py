@@ -266,38 +266,24 @@ def _narrow(hits: pl.DataFrame, ev: dict[str, Any], ops: Sequence[str]) -> tuple
 
 def _windows(df: pl.DataFrame, hits: pl.DataFrame, ops: Sequence[str], reach: int
              ) -> dict[int, tuple[int | None, float, float | None, list[str]]]:
-    """Window ops before each target kernel, nearest first, within `reach` predecessors on its
-    stream and step: {_ix: (step, busy us, gap us from the first op's start, types found)}."""
+    """Window ops before each target kernel: the nearest `len(ops)` predecessors (within `reach`, on
+    its stream and step) whose type or name is one of the ops: {_ix: (step, busy us, gap us from the
+    first op's start, types found)}."""
     ks = pl.DataFrame({"_k": list(range(1, reach + 1))}, schema={"_k": pl.Int64})
     tgt = hits.select("_ix", "step", "_sk", "_ss", "_pos", pl.col("start_ns").alias("_t0"))
     pred = (tgt.join(ks, how="cross").with_columns((pl.col("_pos") - pl.col("_k")).alias("_pp"))
             .join(df.select("_sk", "_ss", pl.col("_pos").alias("_pp"), "type", "name", "dur_us", "start_ns"),
                   on=["_sk", "_ss", "_pp"], how="inner")
             .sort(["_ix", "_k"]))
-    out: dict[int, tuple[int | None, float, float | None, list[str]]] = {}
-    need_tpl: dict[str, int] = {}
-    for op in ops:
-        need_tpl[op.lower()] = need_tpl.get(op.lower(), 0) + 1
-    need = sum(need_tpl.values())
-    for key, grp in pred.group_by("_ix", maintain_order=True):
-        wanted = dict(need_tpl)
-        busy, first, found = 0.0, None, []
-        rows = grp.to_dicts()
-        for r in rows:
-            keys = [(r["type"] or "").lower(), (r["name"] or "").lower()]
-            hit = next((k for k in keys if wanted.get(k, 0) > 0), None)
-            if hit is None:
-                continue
-            wanted[hit] -= 1
-            busy += float(r["dur_us"] or 0.0)
-            first = r["start_ns"]
-            found.append(r["type"] or r["name"] or "")
-            if len(found) == need:
-                break
-        if found:
-            gap = (rows[0]["_t0"] - first) / 1000.0
-            out[int(key[0])] = (rows[0]["step"], busy, gap, found)
-    return out
+    wanted = [o.lower() for o in ops]
+    hit = (pred.filter(pl.col("type").fill_null("").str.to_lowercase().is_in(wanted)
+                       | pl.col("name").fill_null("").str.to_lowercase().is_in(wanted))
+           .filter(pl.col("_k").rank("ordinal").over("_ix") <= len(wanted)))
+    agg = hit.group_by("_ix").agg(pl.first("step"), pl.first("_t0"), pl.col("dur_us").sum().alias("busy"),
+                                  pl.col("start_ns").min().alias("first"),
+                                  pl.coalesce(pl.col("type"), pl.col("name")).alias("types"))
+    return {int(r["_ix"]): (r["step"], float(r["busy"]), (r["_t0"] - r["first"]) / 1000.0, list(r["types"]))
+            for r in agg.iter_rows(named=True)}
 
 
 def _l2_of_rows(rows: pl.DataFrame, l2: pl.DataFrame | None) -> tuple[float | None, str]:
