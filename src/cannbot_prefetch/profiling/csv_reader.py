@@ -304,7 +304,7 @@ def _text(spec: _Spec) -> pl.Expr:
         return clean_text(pl.col(spec.col))
     col = pl.col(spec.col)
     if spec.kind == "text":  # N/A may first appear after the sample (HCCL rows)
-        return pl.when(col.is_in(NULL_TOKENS)).then(None).otherwise(col)
+        return pl.when(~col.is_in(NULL_TOKENS)).then(col)
     return col
 
 

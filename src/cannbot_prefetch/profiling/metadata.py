@@ -49,10 +49,10 @@ def read_meta(root: Path, search_root: Path | None = None) -> Meta:
         meta.fill(level=_level(exp.get("_profiler_level")),
                   aic_metrics=_metrics(exp.get("_aic_metrics")),
                   rank=rank if isinstance(rank, int) and rank >= 0 else None)
-    for where in (root, search_root):
+    for where, depth in ((root, 1), (search_root, 4)):
         if where is None or meta.cube_cores is not None:
             continue
-        for info in _device_infos(where):
+        for info in _device_infos(where, depth):
             device = _device_info(_load_json(info))
             if device:
                 sources.append(str(info))
@@ -69,10 +69,10 @@ def _profiler_infos(root: Path) -> list[Path]:
     return found
 
 
-def _device_infos(root: Path) -> list[Path]:
-    """`device_<N>/info.json.<N>` files, nearest first, at most a few levels down."""
+def _device_infos(root: Path, max_depth: int) -> list[Path]:
+    """`device_<N>/info.json.<N>` files, nearest first, at most `max_depth` levels down."""
     found: list[Path] = []
-    for depth in range(0, 5):
+    for depth in range(0, max_depth + 1):
         pattern = "/".join(["*"] * depth + ["device_*", "info.json*"])
         found.extend(sorted(root.glob(pattern)))
         if found:

@@ -18,7 +18,7 @@ NULL_TOKENS = ("N/A", "NA", "n/a", "None", "NULL", "null", "")
 def clean_text(expr: pl.Expr) -> pl.Expr:
     """Trim whitespace/TABs/CR and surrounding quotes; `N/A` and empty -> null."""
     text = expr.str.strip_chars(_TRIM)
-    return pl.when(text.is_in(NULL_TOKENS)).then(None).otherwise(text)
+    return pl.when(~text.is_in(NULL_TOKENS)).then(text)  # keeps the column's name
 
 
 def strip_prefix(expr: pl.Expr, prefix: str) -> pl.Expr:
