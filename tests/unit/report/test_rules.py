@@ -151,3 +151,35 @@ def test_mismatches_raise_a_banner(make_report, variant, kw, code):
 
 def test_matching_pair_has_no_banner(make_report):
     assert make_report(Variant(target_factor=0.8)).banners == ()
+
+
+def test_two_sites_each_get_their_own_verdict(tmp_path):
+    import copy
+
+    import yaml
+    from profgen import DOWN, plan_dict, write_profile
+
+    from cannbot_prefetch import hardware
+    from cannbot_prefetch.plan import load_plan
+    from cannbot_prefetch.profiling.load import load_profile
+    from cannbot_prefetch.report import build_report
+    from cannbot_prefetch.settings import policy
+
+    d = plan_dict()
+    down = copy.deepcopy(d["sites"][0])
+    down["id"] = "llama-mlp-down_proj"
+    down["evidence"]["signature"]["input_shapes"] = DOWN[1]
+    down["evidence"]["window"]["ops"] = ["Silu"]
+    d["sites"].append(down)
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(d))
+    a = load_profile(write_profile(tmp_path / "a"))
+    b = load_profile(write_profile(tmp_path / "b", Variant(target_factor=0.8), seed=2))
+    r = build_report(load_plan(tmp_path / "plan.yaml"), "plan.yaml", a, b,
+                     hardware=hardware.resolve(None, a.info), verify=None, policy=policy())
+    v = {x.site_id: x for x in r.verdicts}
+    assert v[SITE].action == "raise" and v[SITE].success
+    # down_proj did not change: not faster, though the shared critical path got shorter -> keep
+    assert v["llama-mlp-down_proj"].check("target_faster").ok is False
+    assert v["llama-mlp-down_proj"].action == "keep"
+    assert r.baseline.site("llama-mlp-down_proj").window_ops == ("Silu",)
+    assert [s.max_size for s in r.next_plan.sites] == [int(WEIGHT * 0.7), d["sites"][1]["max_size"]]
