@@ -243,6 +243,13 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         for c in b.caps:
             L.append(f"| {c.name} | {_mib(c.bytes)} | {c.note} |")
         L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
+    for v in listed:
+        b = v.site.basis
+        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" for c in b.caps)
+        L.append(f"- `{v.site.id}` ({t['listed']}): {caps} → "
+                 f"{t['bound'].format(bound=b.bound_by, size=_mib(v.site.max_size))}")
+    if listed:
+        L.append("")
 
     L += [f"## {t['saving']}", "", t["saving_note"], ""]
     for v in planned + listed:
