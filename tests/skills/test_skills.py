@@ -184,3 +184,14 @@ def test_generator_check_mode_runs():
     proc = subprocess.run([sys.executable, str(REPO / "docs" / "gen_cli_reference.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode in (0, 1), proc.stderr
+
+
+def test_report_actions_named_by_the_skill_exist():
+    import re
+
+    from cannbot_prefetch.report.rules import ACTIONS
+
+    text = (REPO / "skills" / "model-infer-prefetch" / "SKILL.md").read_text(encoding="utf-8")
+    table = text[text.index("## 第五步"):text.index("## 输出要求")]
+    named = set(re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)) - {"action"}
+    assert named == set(ACTIONS)
