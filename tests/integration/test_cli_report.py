@@ -107,6 +107,9 @@ def test_mismatch_with_json_still_prints_the_document(tmp_path):
     assert res.exit_code == 3
     doc = json.loads(res.stdout)
     assert [x["code"] for x in doc["banners"]] == ["site_not_in_optimized"]
+    assert doc["overall"] == "inconclusive" and doc["sites"] == []
+    text = (tmp_path / "o" / "r.md").read_text()
+    assert "INCONCLUSIVE" in text and "no verdict" in text
 
 
 def _bad_plan(tmp):

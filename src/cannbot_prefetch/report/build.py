@@ -56,7 +56,7 @@ class ReportData:
     verdicts: tuple[SiteVerdict, ...]
     expectation: Expectation | None
     banners: tuple[Banner, ...]
-    overall: str          # success | not_successful | worth_trying | not_worth_enabling
+    overall: str          # success | not_successful | worth_trying | not_worth_enabling | inconclusive
     next_plan: Plan
     points: tuple[Point, ...]
     roof: Roof | None
@@ -216,6 +216,8 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
     else:
         expectation = expected_gain(plan, base, th)
         overall = "worth_trying" if expectation.worth_enabling else "not_worth_enabling"
+    if banners:
+        overall = "inconclusive"
     nxt = next_plan(plan, {v.site_id: v for v in verdicts}, prov)
     target_keys = {signature_key((s.evidence.get("signature") or {}).get("type"),
                                  (s.evidence.get("signature") or {}).get("input_shapes"),

@@ -65,6 +65,8 @@ OVERALL = {
                      "预期收益值得在 NPU 上实测(尚无优化后 profiling)"),
     "not_worth_enabling": ("NOT WORTH ENABLING: the expected gain is too small",
                            "不建议开启:预期收益过小"),
+    "inconclusive": ("INCONCLUSIVE: the inputs do not match (see the banner above)",
+                     "无法判定:输入不匹配(见上方提示)"),
 }
 
 
@@ -355,6 +357,12 @@ def _item6(d: ReportData, t, w) -> None:
         w("")
     w(t("### Verification checklist and success rule", "### 验证检查清单与成功标准"))
     w("")
+    judged = {v.site_id for v in d.verdicts}
+    for s in d.plan.sites:
+        if s.id not in judged:
+            w(t(f"- `{s.id}`: no verdict: its target was not found in both profiles (see the banner).",
+                f"- `{s.id}`:无法判定:两份 profiling 中未同时找到其目标算子(见上方提示)。"))
+            w("")
     for v in d.verdicts:
         w(t(f"**`{v.site_id}`: {v.met} of 4 checks hold → {'success' if v.success else 'not successful'}** "
             f"(success rule: at least {d.thresholds.success_min_criteria}).",
