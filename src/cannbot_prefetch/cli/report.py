@@ -54,6 +54,10 @@ def report(
             return result, err
 
     (data, written, doc), mismatch = guarded(debug, body)
+    detected = str(data.hardware.get("detected_from") or "")
+    if "assum" in detected.lower():
+        print(f"warning: hardware {data.hardware.get('name')}: {detected} (pass --hardware to choose)",
+              file=sys.stderr)
     if as_json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     else:
