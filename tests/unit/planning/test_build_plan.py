@@ -1,0 +1,251 @@
+"""build_plan: windows -> mapping -> sizing -> Plan on the GENERATED examples and the REAL
+transformers source; manual mode; bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+from cannbot_prefetch import hardware, reasons
+from cannbot_prefetch.design import render_design
+from cannbot_prefetch.errors import InputError, SourceError
+from cannbot_prefetch.plan import load_plan, plan_to_dict, save_plan
+from cannbot_prefetch.planning import PlanOptions, build_plan
+from cannbot_prefetch.profiling.load import load_profile
+from cannbot_prefetch.roofline.classify import classify
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def llama_roof(examples_dir):
+    prof = load_profile(examples_dir / "llama3.2-1b-en" / "profile")
+    hw = hardware.resolve(None, prof.info)
+    return classify(prof.table, hw), prof.info, hw
+
+
+@pytest.fixture
+def llama_src(tmp_path, copy_src, examples_dir):
+    src = copy_src("llama", tmp_path / "model")
+    cfg = examples_dir / "llama3.2-1b-en" / "config.json"
+    return src, cfg
+
+
+def test_llama_example_one_site_by_default(llama_roof, llama_src, tmp_path):
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    out = tmp_path / "out"
+    plan, design, rej = build_plan(roof, info, hw, src, cfg, PlanOptions(out_dir=str(out)))
+    assert len(plan.sites) == 1                      # the seed's minimal-change rule
+    site = plan.sites[0]
+    listed = [v for v in design.sites if not v.planned]
+    assert all(site.saving_us.mid >= v.site.saving_us.mid for v in listed
+               if v.site.evidence["window"]["shift"] == "exact")
+    assert site.max_size > 0 and isinstance(site.max_size, int)
+    assert site.basis.bound_by in {c.name for c in site.basis.caps} | {"coefficient"}
+    assert site.evidence["window"]["branch"] in ("3a", "3b")
+    assert site.mapping == "stack" and site.max_tokens == 64
+    assert site.target.file == "../model/modeling_llama.py"
+    assert {r.reason_code for r in rej} >= {reasons.MAX_SITES, reasons.NOT_WORTH_IT}
+    # the plan round-trips through YAML and validates
+    save_plan(plan, out / "prefetch_plan.yaml")
+    assert load_plan(out / "prefetch_plan.yaml") == plan
+
+
+def test_more_sites_share_l2_and_rank_by_saving(llama_roof, llama_src):
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    plan, design, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=3))
+    assert len(plan.sites) == 3
+    mids = [s.saving_us.mid for s in plan.sites]
+    assert mids == sorted(mids, reverse=True)
+    ids = {s.id for s in plan.sites}
+    assert ids == {"llamaattention-o_proj", "llamaattention-q_proj", "llamamlp-gate_proj"}
+    for s in plan.sites:
+        l2 = next(c for c in s.basis.caps if c.name == "l2_budget")
+        assert l2.bytes == int(hw.l2_bytes * 0.5 / 3)
+    gate = next(s for s in plan.sites if s.id == "llamamlp-gate_proj")
+    assert (gate.insert.cls, gate.insert.anchor_call, gate.dependency, gate.target.weight_expr) \
+        == ("LlamaDecoderLayer", "self.post_attention_layernorm", "hidden_states",
+            "self.mlp.gate_proj.weight")
+    # CMO cap by hand: 285 GB/s x the window's usable time
+    w = gate.evidence["window"]["time_us"]
+    cmo = next(c for c in gate.basis.caps if c.name == "cmo_rate_x_window")
+    assert cmo.bytes == int(285e9 * w * 1e-6)
+
+
+def test_design_document_en_and_zh(llama_roof, llama_src):
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    plan, design, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=2))
+    en = render_design(design)
+    for part in ("## 1. Targets and why", "## 2. Roofline conclusions",
+                 "## 3. Dependency windows and why", "## 4. Files to change and the switch",
+                 "## 5. Sizes and their basis", "## 8. Risks",
+                 "cannbot prefetch apply prefetch_plan.yaml", "enable_prefetch", "bound by"):
+        assert part in en, part
+    zh = render_design(replace(design, lang="zh"))
+    for term in ("访存密集", "依赖窗口", "保守系数", "方案确认", "cannbot prefetch apply"):
+        assert term in zh, term
+    assert "## 1. Targets" not in zh
+
+
+def test_3c_rejection_reaches_the_plan(tmp_path, llama_src, examples_dir):
+    from synth.writer import generate
+    out = generate(examples_dir / "llama3.2-1b-en" / "config.json", tmp_path / "p", layers=2,
+                   steps=2, comm=["LlamaMLP.gate_proj"], stacks="outer")
+    prof = load_profile(out)
+    hw = hardware.load("910B3")
+    src, cfg = llama_src
+    plan, design, rej = build_plan(classify(prof.table, hw), prof.info, hw, src, cfg,
+                                   PlanOptions(max_sites=6))
+    assert "llamamlp-gate_proj" not in {s.id for s in plan.sites}
+    safe = [r for r in plan.rejections if r["reason_code"] == reasons.NO_SAFE_WINDOW]
+    assert safe and "communication" in safe[0]["reason"]
+    assert "no_safe_window" in render_design(design)
+
+
+def test_prefill_is_listed_not_planned(tmp_path, llama_src, examples_dir):
+    from synth.writer import generate
+    out = generate(examples_dir / "llama3.2-1b-en" / "config.json", tmp_path / "p", layers=2,
+                   steps=2, phase="prefill", seq_len=128, stacks="outer")
+    prof = load_profile(out)
+    hw = hardware.load("910B3")
+    src, cfg = llama_src
+    plan, _, rej = build_plan(classify(prof.table, hw), prof.info, hw, src, cfg, PlanOptions())
+    assert plan.sites == ()
+    prefill = [r for r in rej if r.target and r.target.m > 64]
+    assert len(prefill) >= 4 and all(r.reason_code == reasons.PREFILL for r in prefill)
+
+
+# ------------------------------------------------------------------------------ manual mode
+
+def test_manual_mode_same_schema(llama_roof, llama_src, tmp_path):
+    src, cfg = llama_src
+    hw = hardware.load("910B3")
+    plan, design, _ = build_plan(None, None, hw, src, cfg,
+                                 PlanOptions(targets=("LlamaMLP.down_proj",)))
+    (site,) = plan.sites
+    assert site.mapping == "manual"
+    # the nearest legal dependency for a down projection: the MLP's input
+    assert (site.insert.cls, site.insert.anchor_call, site.insert.position, site.dependency) == \
+        ("LlamaMLP", "self.down_proj", "before", "x")
+    assert site.max_size == 2048 * 8192 * 2 // 2 and site.basis.bound_by == "coefficient"
+    save_plan(plan, tmp_path / "p.yaml")
+    assert load_plan(tmp_path / "p.yaml") == plan
+    roof, info, _ = llama_roof
+    auto, _, _ = build_plan(roof, info, hw, src, cfg, PlanOptions())
+    a, m = plan_to_dict(auto), plan_to_dict(plan)
+    assert a.keys() == m.keys()
+    assert a["sites"][0].keys() == m["sites"][0].keys()
+    assert "manual" in render_design(design).lower()
+
+
+def test_manual_window_names_a_module(llama_src):
+    src, cfg = llama_src
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), src, cfg,
+                            PlanOptions(targets=("LlamaMLP.gate_proj", "LlamaMLP.up_proj"),
+                                        window="post_attention_layernorm", max_sites=2))
+    assert [s.id for s in plan.sites] == ["llamamlp-gate_proj", "llamamlp-up_proj"]
+    for s in plan.sites:
+        assert (s.insert.cls, s.insert.anchor_call, s.dependency) == \
+            ("LlamaDecoderLayer", "self.post_attention_layernorm", "hidden_states")
+
+
+@pytest.mark.parametrize("part, vocab, l2", [("910B3", 128256, 192 * MIB), ("910B4", 128256, 96 * MIB)])
+def test_manual_lm_head_shows_the_l2_cap(llama_src, part, vocab, l2):
+    src, cfg = llama_src
+    plan, _, _ = build_plan(None, None, hardware.load(part), src, cfg,
+                            PlanOptions(targets=("LlamaForCausalLM.lm_head",)))
+    (s,) = plan.sites
+    assert s.basis.dims == (vocab, 2048) and vocab * 2048 * 2 > l2
+    assert s.basis.bound_by == "l2_budget" and s.max_size == l2 // 2
+
+
+def test_manual_qwen25_3b_sizes(copy_src, tmp_path, examples_dir):
+    src = copy_src("qwen2", tmp_path / "q")
+    cfg = examples_dir / "qwen2.5-3b-zh" / "config.json"
+    plan, _, _ = build_plan(None, None, hardware.load("910B4"), src, cfg,
+                            PlanOptions(targets=("Qwen2MLP.down_proj", "Qwen2ForCausalLM.lm_head"),
+                                        max_sites=2, lang="zh"))
+    by = {s.target.attr: s for s in plan.sites}
+    assert by["down_proj"].max_size == 11008 * 2048 * 2 // 2           # I*H*b x 0.5
+    assert by["lm_head"].basis.bound_by == "l2_budget"
+    assert by["lm_head"].max_size == int(96 * MIB * 0.5 / 2)           # shared by 2 sites
+
+
+def test_moe_gmm_sites_use_the_seed_formulas(copy_src, tmp_path, examples_dir):
+    prof = load_profile(examples_dir / "qwen3-moe" / "profile")
+    hw = hardware.load("910B3")
+    src = copy_src("qwen3_moe", tmp_path / "m")
+    plan, design, _ = build_plan(classify(prof.table, hw), prof.info, hw, src,
+                                 examples_dir / "qwen3-moe" / "config.json",
+                                 PlanOptions(max_sites=6, experts_per_rank=8, moe_tp=1))
+    gmm = {s.target.attr: s for s in plan.sites if s.target.cls == "Qwen3MoeExperts"}
+    assert set(gmm) == {"gate_up_proj", "down_proj"}
+    w = {s: next(c for c in gmm[s].basis.caps if c.name == "weight").bytes for s in gmm}
+    assert w["gate_up_proj"] == 2048 * 768 * 2 * 2 // 1 * 8 // 2
+    assert w["down_proj"] == 2048 * 768 * 2 // 1 * 8
+    assert gmm["gate_up_proj"].target.weight_expr == "self.experts.gate_up_proj"   # no .weight
+
+
+# ------------------------------------------------------------------------------ bad input
+
+def test_missing_config_key(llama_roof, llama_src, tmp_path):
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    data = json.loads(cfg.read_text())
+    del data["intermediate_size"]
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="intermediate_size") as exc:
+        build_plan(None, None, hw, src, bad, PlanOptions(targets=("LlamaMLP.gate_proj",)))
+    assert str(bad) in str(exc.value)
+    # auto mode: the MLP shapes cannot be evaluated; q/o still map, so the MLP is unmapped
+    plan, _, rej = build_plan(roof, info, hw, src, bad, PlanOptions(max_sites=6))
+    assert all(s.target.cls != "LlamaMLP" for s in plan.sites)
+
+
+def test_unknown_target_and_unparsable_source(llama_src, tmp_path):
+    src, cfg = llama_src
+    hw = hardware.load("910B3")
+    with pytest.raises(SourceError, match="gate_prog") as exc:
+        build_plan(None, None, hw, src, cfg, PlanOptions(targets=("LlamaMLP.gate_prog",)))
+    assert "modeling_llama.py" in str(exc.value)
+    with pytest.raises(SourceError, match="NoSuchClass"):
+        build_plan(None, None, hw, src, cfg, PlanOptions(targets=("NoSuchClass.x",)))
+    broken = tmp_path / "broken.py"
+    broken.write_text(src.read_text().replace("def forward(self, x):", "def forward(self, x:", 1))
+    with pytest.raises(SourceError, match="does not parse") as exc:
+        build_plan(None, None, hw, broken, cfg, PlanOptions(targets=("LlamaMLP.down_proj",)))
+    assert str(broken) in str(exc.value)
+
+
+def test_shapes_that_match_nothing(llama_roof, llama_src, tmp_path):
+    """A config of another model size: no kernel weight shape matches the source."""
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    data = json.loads(cfg.read_text())
+    data["hidden_size"] = 3072
+    other = tmp_path / "config.json"
+    other.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="matches a linear-like attribute") as exc:
+        build_plan(roof, info, hw, src, other, PlanOptions())
+    assert "modeling_llama.py" in str(exc.value)
+
+
+def test_bad_options(llama_src):
+    src, cfg = llama_src
+    hw = hardware.load("910B3")
+    for opts, msg in ((PlanOptions(targets=("X",)), "CLASS.ATTR"),
+                      (PlanOptions(max_sites=0), "max-sites"),
+                      (PlanOptions(mode="turbo"), "--mode"),
+                      (PlanOptions(targets=("LlamaMLP.down_proj",), window="nonsense_var"),
+                       "--window")):
+        with pytest.raises(InputError, match=msg):
+            build_plan(None, None, hw, src, cfg, opts)
+    with pytest.raises(InputError, match="profile is needed"):
+        build_plan(None, None, hw, src, cfg, PlanOptions())
