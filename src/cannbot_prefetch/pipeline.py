@@ -34,7 +34,7 @@ class AnalyzeOptions:
     cmo_bw_gbps: float | None = None
     top: int = 10
     lookback: int | None = None
-    model_src: tuple[str, ...] = ()
+    model_src: str | None = None
     model_config: str | None = None
     src_map: tuple[tuple[str, str], ...] = ()
     tp: int = 1
@@ -81,6 +81,8 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     if "assum" in (hw.detected_from or "").lower():
         warnings.append(f"hardware: {hw.detected_from}")
 
+    from .roofline.classify import select_top
+
     roof = None
     signatures: list[dict[str, Any]] = []
     top: list[int] = []
@@ -91,22 +93,17 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         roof = classify(profile.table, hw)
         notes.extend(roof.notes)
         signatures = [_signature_json(s) for s in roof.signatures]
-        from .roofline.classify import select_top
-
         top = [s.sig_id for s in select_top(roof, opts.top)]
 
     candidates: list[dict[str, Any]] = []
     rejections: list[dict[str, Any]] = []
     written: list[str] = []
     if opts.model_src or opts.targets:
-        from .planning import plan_and_write
-
-        outcome = plan_and_write(roof, profile, hw, opts)
-        candidates = list(outcome.candidates)
-        rejections = list(outcome.rejections)
-        written = [str(p) for p in outcome.written]
-        notes.extend(outcome.notes)
-        warnings.extend(outcome.warnings)
+        if not opts.model_src:
+            raise InputError("--target needs --model-src (the model source to plan against)")
+        plan_files, candidates, rejections, plan_notes = _plan(roof, info, hw, opts)
+        notes.extend(plan_notes)
+        written = _write_all(plan_files)
     elif roof is not None:
         for s in select_top(roof, opts.top):
             candidates.append({"signature": _sig_label(s), "sig_id": s.sig_id,
@@ -162,8 +159,66 @@ def _profile_json(info) -> dict[str, Any] | None:
     }
 
 
-def output_dir(opts: AnalyzeOptions) -> Path:
-    return Path(opts.out)
+def _plan(roof, info, hw, opts: AnalyzeOptions):
+    """Windows -> mapping -> sizing -> Plan and design text; nothing written yet."""
+    from .design import render_design
+    from .plan import dump_plan
+    from .planning import PlanOptions, build_plan
+
+    out = Path(opts.out)
+    popts = PlanOptions(
+        lookback=opts.lookback, tp=opts.tp, moe_tp=opts.moe_tp,
+        experts_per_rank=opts.experts_per_rank, targets=opts.targets, window=opts.window,
+        dtype=opts.dtype, mode=opts.mode, max_sites=opts.max_sites,
+        max_size_cap=opts.max_size_cap, src_map=tuple(f"{a}={b}" for a, b in opts.src_map),
+        lang=opts.lang, top=opts.top, out_dir=str(out), cmo_bw_gbps=opts.cmo_bw_gbps)
+    plan, design, rejections = build_plan(roof, info, hw, resolve_model_src(opts.model_src),
+                                          opts.model_config, popts)
+    candidates = []
+    for v in design.sites:
+        site = v.site
+        candidates.append({
+            "site": site.id, "planned": v.planned,
+            "target": f"{site.target.cls}.{site.target.attr}",
+            "insert": f"{site.insert.cls}.{site.insert.method} {site.insert.position} "
+                      f"{site.insert.anchor_call}",
+            "dependency": site.dependency, "mapping": site.mapping, "max_size": site.max_size,
+            "bound_by": site.basis.bound_by, "coefficient": site.basis.coefficient,
+            "saving_us": {"low": site.saving_us.low, "mid": site.saving_us.mid,
+                          "high": site.saving_us.high},
+            "window": site.evidence.get("window"), "reason": v.reason or None})
+    files = {out / "prefetch_plan.yaml": dump_plan(plan),
+             out / "prefetch_design.md": render_design(design)}
+    notes = list(design.notes)
+    if not plan.sites:
+        notes.append("no site planned: see the rejections (no safe window / not mapped / not "
+                     "worth it); nothing to apply")
+    return files, candidates, [r.to_dict() for r in rejections], notes
+
+
+def resolve_model_src(src: str) -> str:
+    """A path, or an importable module name (e.g. `transformers.models.llama.modeling_llama`)
+    resolved to its file without importing it, so installed model code can be named directly."""
+    if Path(src).exists() or "/" in src or "\\" in src or src.endswith(".py"):
+        return src
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(src)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise InputError(f"--model-src {src}: neither a file/folder nor an importable module")
+    return spec.origin
+
+
+def _write_all(files: dict[Path, str]) -> list[str]:
+    """Write every output only once all of them exist in memory; each write is atomic."""
+    from .plan import write_atomic
+
+    for path, text in files.items():
+        write_atomic(path, text)
+    return [str(p) for p in files]
 
 
 # ---------------------------------------------------------------- apply (rewrite/)

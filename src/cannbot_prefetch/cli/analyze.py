@@ -69,7 +69,7 @@ def analyze(
     cmo_bw: Annotated[Optional[float], typer.Option("--cmo-bw", help="Override the CMO (prefetch) rate, GB/s.")] = None,
     top: Annotated[int, typer.Option(help="How many memory-bound signatures to list.")] = 10,
     lookback: Annotated[Optional[int], typer.Option(help="Predecessor ops examined for a window (default 3).")] = None,
-    model_src: Annotated[list[str], typer.Option("--model-src", help="Model source file or folder (repeatable). Enables the plan.")] = [],
+    model_src: Annotated[Optional[str], typer.Option("--model-src", help="Model source file or folder. Enables the plan.")] = None,
     model_config: Annotated[Optional[str], typer.Option("--model-config", help="The model's config.json.")] = None,
     src_map: Annotated[list[str], typer.Option("--src-map", help="Map a profiled path prefix to a local one: OLD=NEW.")] = [],
     tp: Annotated[int, typer.Option(help="Tensor-parallel size (weight shards).")] = 1,
@@ -101,7 +101,7 @@ def analyze(
         opts = AnalyzeOptions(
             profile=profile, rank=rank, run=run, step=step, steps=_parse_steps(step, steps),
             hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=_parse_peaks(peak_tflops),
-            cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=tuple(model_src),
+            cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=model_src,
             model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
             experts_per_rank=experts_per_rank, targets=tuple(target), window=window, dtype=dtype,
             mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out, lang=lang)
@@ -176,7 +176,12 @@ def render(doc: dict, top: int) -> None:
             con.print(f, style="dim")
     for c in doc.get("candidates", []):
         if "site" in c:
-            con.print(f"candidate: {c['site']}")
+            state = "[green]planned[/]" if c["planned"] else "listed "
+            sv = c["saving_us"]
+            con.print(f"{state} {c['site']}: prefetch {c['target']} in {c['insert']} "
+                      f"(dependency {c['dependency']}), max_size {c['max_size']:,} B "
+                      f"(bound by {c['bound_by']}), expected saving {sv['low']:.1f}-{sv['high']:.1f} "
+                      f"µs/step" + (f" — {c['reason']}" if c.get("reason") else ""))
     for r in doc.get("rejections", []):
         con.print(f"[yellow]rejected[/] {r.get('signature', '')}: {r.get('reason', '')}")
     for n in doc.get("notes", []):
