@@ -8,7 +8,6 @@ was not planned and why, risks, and the confirmation gate (方案确认): review
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from .planning import DesignInputs, SiteView

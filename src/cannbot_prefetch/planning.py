@@ -22,10 +22,9 @@ raises InputError / SourceError naming the file and key or site (exit 2, nothing
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 

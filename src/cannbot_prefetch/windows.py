@@ -30,7 +30,7 @@ import bisect
 import re
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
@@ -275,6 +275,7 @@ class _Op:
     step: Any
     cls: str = ""
     why: str = ""
+    group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
 
     def pred(self) -> PredOp:
         return PredOp(self.type, self.name, self.cls, self.why, round(self.dur_us, 3), self.bytes,
@@ -304,9 +305,8 @@ def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
     return int(total)
 
 
-def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
-               sig_mb: dict[int, bool]) -> tuple[dict[tuple, list[_Op]], list[_Op]]:
-    """Per (step, stream): ops in time order (framework-op groups merged); all rows as _Op."""
+def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[_Op]]:
+    """Per (step, stream): ops in time order, the kernels of one framework op merged."""
     cols = df.columns
     has_launch = "launch_op" in cols
     df = df.sort("start_ns")
@@ -314,7 +314,6 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
            for c in ("step", "stream", "type", "name", "core", "start_ns", "dur_us", "sig_id",
                      "input_shapes", "input_dtypes", "input_formats", "output_shapes",
                      "output_dtypes", "output_formats", "stack", "launch_op")}
-    rows: list[_Op] = []
     per: dict[tuple, list[_Op]] = defaultdict(list)
     for i in range(df.height):
         start = get["start_ns"][i]
@@ -331,12 +330,11 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
         op = _Op(i, get["type"][i] or get["name"][i] or "?", get["name"][i] or "", get["core"][i],
                  int(start), int(start + dur * 1000), dur, nbytes, sig, get["input_shapes"][i] or "",
                  get["stack"][i] or "", get["step"][i])
-        rows.append(op)
         key = (get["step"][i], get["stream"][i])
         seq = per[key]
         launch = get["launch_op"][i] if has_launch else None
         if (launch and seq and seq[-1].sig is None and sig is None
-                and getattr(seq[-1], "_group", None) == (launch, op.stack)):
+                and seq[-1].group == (launch, op.stack)):
             last = seq[-1]      # same framework op: merge its kernels into one predecessor
             last.end = max(last.end, op.end)
             last.dur_us = (last.end - last.start) / 1000
@@ -344,9 +342,9 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
             last.type = launch
             continue
         if launch:
-            op._group = (launch, op.stack)  # type: ignore[attr-defined]
+            op.group = (launch, op.stack)
         seq.append(op)
-    return per, rows
+    return per
 
 
 # ------------------------------------------------------------------------------ main entry
@@ -371,20 +369,23 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     every.update({t.sig_id: t for t in tsigs})
     sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
     sig_mb = {k: v.verdict == "memory-bound" for k, v in every.items()}
-    per, rows = _timelines(df, sig_bytes, sig_mb)
-    for op in rows:
+    per = _timelines(df, sig_bytes)
+    for op in (op for seq in per.values() for op in seq):
         op.cls, op.why = rules.classify(
             op.type, op.name, op.core, op.bytes, op.dur_us,
             is_matmul=True if op.sig is not None else None,
             memory_bound=sig_mb.get(op.sig) if op.sig is not None else None)
-    other = _OtherStreams(per, rows)
+    other = _OtherStreams(per)
     _merge_communication(per)
     steps = {k[0] for k in per}
     n_steps = max(1, len(steps))
 
     cands: list[Candidate] = []
     rejs: list[Rejection] = []
-    notes: list[str] = []
+    grouped = "launch_op" in df.columns and df["launch_op"].null_count() < df.height
+    notes: list[str] = [f"windows: {lookback} predecessor(s) examined, counted in "
+                        f"{'framework ops (kernels grouped by launching op)' if grouped else 'kernels'}"
+                        f"; min_window_us {min_us:g}"]
     for t in tsigs:
         inst = [(key, j) for key, seq in per.items() if key[1] is not None
                 for j, op in enumerate(seq) if op.sig == t.sig_id]
@@ -608,7 +609,7 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
 class _OtherStreams:
     """Communication / memory-heavy intervals, to measure what overlaps a window elsewhere."""
 
-    def __init__(self, per: dict[tuple, list[_Op]], rows: list[_Op]):
+    def __init__(self, per: dict[tuple, list[_Op]]):
         self.stream_of: dict[int, Any] = {}
         for (step, stream), seq in per.items():
             for op in seq:

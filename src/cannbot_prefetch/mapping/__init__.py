@@ -11,14 +11,14 @@ checked with the rewriter's `dependency_problem` when that is importable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 from .. import reasons
 from ..plan import Site
 from ..windows import Candidate, PredOp, Rejection
 from .place import Placement, nearest_legal, place
-from .shape import dims_match, matching_events, role_of
+from .shape import dims_match, role_of
 from .source import Event, LinearAttr, ModelSource, flatten, roots
 from .stack import model_places
 

@@ -9,7 +9,7 @@ in which their kernels first appear (windows clusters, `site_rank`).
 
 from __future__ import annotations
 
-from .source import Event, LinearAttr, ModelSource
+from .source import LinearAttr, ModelSource
 
 # attribute name -> the seed's role (sizing formulas); first match wins
 _ROLES = (("gate_up", "gate_up"), ("w13", "gate_up"), ("w1", "gate"), ("w3", "up"), ("w2", "down"),
@@ -37,23 +37,6 @@ def dims_match(lin: LinearAttr, n: int, k: int, family: str = "") -> bool:
     if family == "gmm" or (lin.is_param and len(lin.dims) == 3):
         return tuple(lin.dims[-2:]) in ((n, k), (k, n))
     return tuple(lin.dims[-2:]) == (n, k)
-
-
-def matching_events(ms: ModelSource, events: list[Event], n: int, k: int, family: str = "",
-                    ) -> list[Event]:
-    """Linear events whose attribute has weight (n, k), first call of each attribute, in order."""
-    out, seen = [], set()
-    for e in events:
-        if e.kind != "linear":
-            continue
-        lin = ms.linears.get((e.owner, e.attr))
-        if lin is None or not dims_match(lin, n, k, family):
-            continue
-        if (e.owner, e.attr) in seen:
-            continue
-        seen.add((e.owner, e.attr))
-        out.append(e)
-    return out
 
 
 def unknown_dims(ms: ModelSource) -> list[LinearAttr]:

@@ -4,7 +4,6 @@ transformers source; manual mode; bad input."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 
 import pytest
