@@ -46,7 +46,7 @@ class Placement:
 def dependency_problem(module_code: str, site: Site) -> str | None:
     """None when the site's dependency is legal at its insertion point, else the reason."""
     try:
-        view = parse_view(module_code)
+        view = parse_view(module_code, {site.target.cls, site.insert.cls, site.join.cls})
     except cst.ParserSyntaxError as exc:
         return f"the file does not parse: {str(exc).splitlines()[0]}"
     result = locate(view, site)

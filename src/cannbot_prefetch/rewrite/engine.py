@@ -15,6 +15,7 @@ layer (`_link_lines`), import the helper (`_import_lines`).
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -198,24 +199,15 @@ def _link_lines(view: SourceView) -> tuple[int, str, str] | None:
 def _import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int, str, str]]:
     if view.imports_end:
         line = view.imports_end + 1
-    else:
+    else:  # no imports: after the module docstring, if any
         body = view.module.body
-        line = 1
-        if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
-                and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-            line = _line_after_docstring(view)
+        is_doc = body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str)
+        line = body[0].end_lineno + 1 if is_doc else 1
     if helper_module is None:  # next to the model: relative import in a package, else absolute
         return [(line, "", f"try: from . import _cannbot_prefetch as {ALIAS}"),
                 (line, "", f"except ImportError: import _cannbot_prefetch as {ALIAS}")]
     return [(line, "", f"import {helper_module} as {ALIAS}")]
-
-
-def _line_after_docstring(view: SourceView) -> int:
-    doc = view.module.body[0]
-    text = view.module.code_for_node(doc)
-    lead = len(view.module.header)  # header comments/blank lines before it
-    start = view.code[:lead].count("\n") + 1 if lead else 1
-    return start + text.rstrip("\r\n").count("\n") + 1
 
 
 # ---------------------------------------------------------------- the rewrite
@@ -230,7 +222,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     switch = switch or Switch()
     out = RewriteOutput(code=code, had_markers=has_markers(code))
     base = strip_markers(code)
-    view = parse_view(base)
+    view = parse_view(base, {c for s in sites for c in (s.target.cls, s.insert.cls, s.join.cls)})
     out.existing = [ExistingCall(ln, where, c) for ln, where, c in view.prefetch_calls]
 
     errors: list[tuple[str, str]] = []

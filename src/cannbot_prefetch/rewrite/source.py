@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ast
+
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 _EMPTY = cst.Module(body=[])
 
@@ -146,7 +147,7 @@ class ImportAlias:
 @dataclass
 class SourceView:
     code: str
-    module: cst.Module
+    module: ast.Module                # the whole file (stdlib ast); libcst holds the classes
     lines: list[str]                  # keepends=True
     newline: str
     classes: dict[str, ClassInfo]
@@ -163,8 +164,7 @@ class _Builder:
         self.pos = positions
 
     def line_range(self, node: cst.CSTNode) -> tuple[int, int]:
-        r = self.pos[node]
-        return r.start.line, r.end.line
+        return self.pos[id(node)]
 
     def indent_of(self, line: int) -> str:
         text = self.lines[line - 1]
@@ -326,52 +326,142 @@ def _assigns_none(s: Stmt) -> set[str]:
     return out
 
 
-def parse_view(code: str) -> SourceView:
-    """Parse once; raises libcst.ParserSyntaxError on a file that does not parse."""
-    module = cst.parse_module(code)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
+def _align(cst_body, ast_body, out: dict[int, tuple[int, int]]) -> None:
+    """Line ranges of libcst statements, read from the stdlib ast (same statements, same order).
+
+    libcst's PositionProvider costs a second full code generation; the C parser of `ast` gives
+    the same statement lines for a fraction of that (see benchmarks/bench_rewrite.py)."""
+    i = 0
+    for node in cst_body:
+        if i >= len(ast_body):
+            return
+        if isinstance(node, cst.SimpleStatementLine):
+            n = len(node.body)
+            first, last = ast_body[i], ast_body[min(i + n, len(ast_body)) - 1]
+            out[id(node)] = (first.lineno, last.end_lineno)
+            i += n
+            continue
+        a = ast_body[i]
+        i += 1
+        _align_compound(node, a, out)
+
+
+def _block(body) -> list:
+    return list(body.body) if isinstance(body, cst.IndentedBlock) else []
+
+
+def _align_compound(node, a, out) -> None:
+    out[id(node)] = (a.lineno, a.end_lineno)
+    for child in ("body",):
+        body = getattr(node, child, None)
+        if isinstance(body, cst.SimpleStatementSuite):
+            out[id(body)] = (a.lineno, a.lineno)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.With, cst.For, cst.While, cst.If)):
+        _align(_block(node.body), getattr(a, "body", []), out)
+    if isinstance(node, (cst.If, cst.For, cst.While)) and node.orelse is not None:
+        if isinstance(node.orelse, cst.If) and a.orelse:
+            _align_compound(node.orelse, a.orelse[0], out)
+        elif isinstance(node.orelse, cst.Else):
+            _align(_block(node.orelse.body), a.orelse, out)
+    if isinstance(node, cst.Try) and isinstance(a, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        _align(_block(node.body), a.body, out)
+        for h, ah in zip(node.handlers, a.handlers):
+            _align(_block(h.body), ah.body, out)
+        if node.orelse is not None:
+            _align(_block(node.orelse.body), a.orelse, out)
+        if node.finalbody is not None:
+            _align(_block(node.finalbody.body), a.finalbody, out)
+
+
+def _ast_dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _assigns_self_layers(cls: ast.ClassDef) -> bool:
+    for fn in cls.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+            for n in ast.walk(fn):
+                if isinstance(n, (ast.Assign, ast.AnnAssign)):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    if any(_ast_dotted(t) == "self.layers" for t in targets):
+                        return True
+    return False
+
+
+def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
+    """Parse once; raises libcst.ParserSyntaxError on a file that does not parse.
+
+    The stdlib `ast` (C parser) reads the whole file: imports, aliases, classes, existing
+    npu_prefetch calls, statement lines. libcst parses only the classes named in `classes`
+    (plus their in-file bases and the class that builds `self.layers`), or all when None: the
+    cost follows the classes a plan touches, not the file size (benchmarks/bench_rewrite.py)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise cst.ParserSyntaxError(str(exc.msg), lines=code.splitlines() or [""],
+                                    raw_line=exc.lineno or 1, raw_column=max(exc.offset or 1, 1) - 1
+                                    ) from None
     lines = code.splitlines(keepends=True)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
-    b = _Builder(lines, positions)
-    classes: dict[str, ClassInfo] = {}
     aliases: dict[str, ImportAlias] = {}
     imports_end = 0
     seen_def = False
-    layers: list[tuple[str, Stmt]] = []
+    top_classes: dict[str, ast.ClassDef] = {}
     prefetch_calls: list[tuple[int, str, str]] = []
-
-    for top in module.body:
-        if isinstance(top, cst.SimpleStatementLine):
-            for small in top.body:
-                if isinstance(small, (cst.Import, cst.ImportFrom)):
-                    if not seen_def:
-                        imports_end = b.line_range(top)[1]
-                    if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                        src = ("." * len(small.relative)) + (dotted(small.module) or "" if small.module else "")
-                        for a in small.names:
-                            if a.asname is not None and isinstance(a.asname.name, cst.Name) \
-                                    and isinstance(a.name, cst.Name):
-                                aliases[a.asname.name.value] = ImportAlias(
-                                    a.asname.name.value, src, a.name.value)
-                            elif isinstance(a.name, cst.Name):
-                                aliases.setdefault(a.name.value, ImportAlias(a.name.value, src, a.name.value))
-        elif isinstance(top, (cst.ClassDef, cst.FunctionDef)):
+    for top in tree.body:
+        if isinstance(top, (ast.Import, ast.ImportFrom)) and not seen_def:
+            imports_end = top.end_lineno
+        if isinstance(top, ast.ImportFrom):
+            src = "." * top.level + (top.module or "")
+            for a in top.names:
+                local = a.asname or a.name
+                if local != "*":
+                    aliases.setdefault(local, ImportAlias(local, src, a.name))
+                    if a.asname:
+                        aliases[local] = ImportAlias(local, src, a.name)
+        elif isinstance(top, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             seen_def = True
-        elif isinstance(top, (cst.If, cst.Try)) and not seen_def:
-            # `try: import x except ImportError: ...` in the import block
-            pass
-        if isinstance(top, cst.ClassDef):
-            classes[top.name.value] = _class_info(b, top, layers)
+        if isinstance(top, ast.ClassDef):
+            top_classes[top.name] = top
+            for fn in top.body:
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for n in ast.walk(fn):
+                    if isinstance(n, ast.Call) and _ast_dotted(n.func).split(".")[-1] == "npu_prefetch":
+                        text = ast.get_source_segment(code, n) or ast.unparse(n)
+                        prefetch_calls.append((n.lineno, f"{top.name}.{fn.name}", text))
 
-    for cls in classes.values():
-        for m in cls.methods.values():
-            for s in m.stmts:
-                for call in s.calls:
-                    d = dotted(call.func) or ""
-                    if d.split(".")[-1] == "npu_prefetch":
-                        prefetch_calls.append((s.start, f"{cls.name}.{m.name}", code_of(call)))
-    return SourceView(code, module, lines, newline, classes, imports_end, "", aliases, layers,
+    wanted = set(top_classes) if classes is None else {c for c in classes if c in top_classes}
+    wanted |= {name for name, node in top_classes.items() if _assigns_self_layers(node)}
+    todo = list(wanted)
+    while todo:
+        node = top_classes[todo.pop()]
+        for base in node.bases:
+            b = _ast_dotted(base).split(".")[-1]
+            if b in top_classes and b not in wanted:
+                wanted.add(b)
+                todo.append(b)
+
+    positions: dict[int, tuple[int, int]] = {}
+    b = _Builder(lines, positions)
+    infos: dict[str, ClassInfo] = {}
+    layers: list[tuple[str, Stmt]] = []
+    for name in sorted(wanted, key=lambda n: top_classes[n].lineno):
+        node = top_classes[name]
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        # the class alone, padded so libcst sees it at its own line numbers
+        text = "".join(lines[first - 1:node.end_lineno])
+        cnode = cst.parse_module(text).body[0]
+        _align_compound(cnode, node, positions)
+        infos[name] = _class_info(b, cnode, layers)
+    module = tree
+    return SourceView(code, module, lines, newline, infos, imports_end, "", aliases, layers,
                       prefetch_calls)
 
 
