@@ -1,6 +1,7 @@
 """Baseline only: the expected improvement from the benefit model, with its bounds.
 
-Per site: the plan's `saving_us{low, mid, high}` per target kernel (the benefit model of
+Per site: the plan's saving per target kernel (`evidence.saving_per_op_us`, else the per-step
+`saving_us{low, mid, high}` over the kernels per step; the benefit model of
 REFERENCE.md §5: saved ~= P / BW_eff x (1 - BW_eff / BW_L2), bounded by the op time minus its
 compute floor, minus any window slowdown; computed by `analyze`), set against the target's time
 measured in the baseline. A predicted saving above `optimistic_op_share` (30%) of the op is
@@ -48,7 +49,7 @@ class SiteExpectation:
     target_us: float | None          # measured mean per kernel (baseline)
     target_stdev: float | None
     per_step: float                  # target kernels per step (baseline)
-    saving_us: tuple[float, float, float]        # plan's low / mid / high per kernel
+    saving_us: tuple[float, float, float]        # plan's low / mid / high per kernel (per_op_saving)
     saving_clamped: tuple[float, float, float]   # bounded by the measured op time
     share: tuple[float, float, float] | None     # of the target's time
     optimistic: bool
@@ -73,12 +74,27 @@ class Expectation:
         return (zh if lang == "zh" else en).format(**dict(self.reason_args))
 
 
+def per_op_saving(site, measured_per_step: float) -> tuple[float, float, float]:
+    """The plan's saving per target kernel: `evidence.saving_per_op_us` when present, else
+    `saving_us` (per step, CONTRACTS.md / sizing.py) over the plan's `instances_per_step`, else over
+    the kernels per step measured in the baseline."""
+    ev = site.evidence or {}
+    per_op = ev.get("saving_per_op_us")
+    if isinstance(per_op, dict) and all(isinstance(per_op.get(k), (int, float)) for k in ("low", "mid", "high")):
+        vals = (per_op["low"], per_op["mid"], per_op["high"])
+    else:
+        n = ev.get("instances_per_step")
+        n = float(n) if isinstance(n, (int, float)) and n > 0 else (measured_per_step or 1.0)
+        s = site.saving_us
+        vals = (s.low / n, s.mid / n, s.high / n)
+    return tuple(max(0.0, float(v)) for v in vals)
+
+
 def expected_gain(plan, base: ProfileMeasure, th: Thresholds) -> Expectation:
     rows = []
     for site in plan.sites:
         sm = base.site(site.id)
-        s = site.saving_us
-        raw = (max(0.0, s.low), max(0.0, s.mid), max(0.0, s.high))
+        raw = per_op_saving(site, sm.per_step if sm and sm.found else 0.0)
         if sm is None or not sm.found or sm.target is None:
             rows.append(SiteExpectation(site.id, False, None, None, 0.0, raw, raw, None, False,
                                         (0.0, 0.0, 0.0)))

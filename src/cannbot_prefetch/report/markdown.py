@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..profiling.compare import Stat
 from .build import ReportData
-from .expected import PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
+from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .rules import Check
 
 
@@ -401,14 +401,15 @@ def _expected(d: ReportData, t, w) -> None:
     e = d.expectation
     w(t("No optimized profile was given, so nothing was measured with the switch on. This is the "
         "expected improvement from the benefit model (REFERENCE.md §5: saved ≈ P / BW_eff × (1 − BW_eff / BW_L2), "
-        "bounded by the op time minus its compute floor), computed by `analyze` as the plan's `saving_us`, "
-        "set against the target times measured in the baseline.",
+        "bounded by the op time minus its compute floor), computed by `analyze` (the plan's "
+        "`saving_per_op_us`, or its per-step `saving_us` over the kernels per step), set against the target times "
+        "measured in the baseline.",
         "未提供优化后 profiling,因此没有开启开关的实测数据。以下为预期的性能改善分析:收益模型"
         "(REFERENCE.md §5:节省 ≈ P / BW_eff × (1 − BW_eff / BW_L2),上限为算子耗时减去计算下限),"
-        "由 `analyze` 计算为方案中的 `saving_us`,并与 baseline 实测的目标算子耗时对比。"))
+        "由 `analyze` 计算(方案中的 `saving_per_op_us`,或每 step 的 `saving_us` 除以每 step 次数),并与 baseline 实测的目标算子耗时对比。"))
     w("")
-    w(t("| Site | Target µs (baseline, measured) | Kernels/step | Saving µs low / mid / high (model) | Share of op (mid) | Flag |",
-        "| 位置 | 目标算子 µs(baseline 实测)| 每 step 次数 | 节省 µs 低 / 中 / 高(模型)| 占算子比例(中)| 标记 |"))
+    w(t("| Site | Target µs (baseline, measured) | Kernels/step | Saving µs per kernel, low / mid / high (model) | Share of op (mid) | Flag |",
+        "| 位置 | 目标算子 µs(baseline 实测)| 每 step 次数 | 每次节省 µs 低 / 中 / 高(模型)| 占算子比例(中)| 标记 |"))
     w("|---|---|---|---|---|---|")
     for s in e.sites:
         if not s.found:
@@ -433,6 +434,21 @@ def _expected(d: ReportData, t, w) -> None:
     for who, what, num in PUBLIC_MEASUREMENTS:
         w(f"- {who} ({what}): {num}")
     w("")
+    if e.e2e_share:
+        lo_pub, hi_pub = (x * 100 for x in PUBLIC_E2E_RANGE)
+        mid = e.e2e_share[1] * 100
+        if mid > hi_pub:
+            w(t(f"The mid estimate ({mid:.2f}%) is above every public end-to-end measurement "
+                f"({lo_pub:.2f}% to {hi_pub:.1f}%): treat it as optimistic.",
+                f"中间估计({mid:.2f}%)高于所有公开端到端实测({lo_pub:.2f}% 至 {hi_pub:.1f}%):应视为偏乐观。"))
+        elif mid < lo_pub:
+            w(t(f"The mid estimate ({mid:.2f}%) is below the smallest public end-to-end gain ({lo_pub:.2f}%).",
+                f"中间估计({mid:.2f}%)低于公开端到端实测的最小值({lo_pub:.2f}%)。"))
+        else:
+            w(t(f"The mid estimate ({mid:.2f}%) lies within the public end-to-end measurements "
+                f"({lo_pub:.2f}% to {hi_pub:.1f}%).",
+                f"中间估计({mid:.2f}%)处于公开端到端实测范围内({lo_pub:.2f}% 至 {hi_pub:.1f}%)。"))
+        w("")
     w(t("The before/after tables and the verification checklist are produced by running the A/B script "
         "below on the NPU host, which calls this command again with both profiles.",
         "性能对比表与验证检查清单需在 NPU 机器上运行下方 A/B 测试脚本后生成(脚本会带上两份 profiling 再次调用本命令)。"))

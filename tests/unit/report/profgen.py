@@ -123,6 +123,7 @@ def write_profile(folder: Path, variant: Variant = Variant(), *, steps: int = 6,
 
 def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], sites=1,
               bound_by="coefficient", cap_bytes=None, saving=(3.0, 6.0, 9.0)) -> dict:
+    """`saving`: per target kernel (evidence.saving_per_op_us); saving_us is per step (x 4)."""
     """A plan (CONTRACTS.md keys) whose one site targets the generated gate MatMul."""
     weight = 8192 * 2048 * 2
     caps = [{"name": "weight", "bytes": weight, "note": "8192x2048 bf16"},
@@ -145,9 +146,11 @@ def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], si
         "evidence": {"signature": {"type": "MatMulV3", "input_shapes": shapes,
                                    "dtypes": "BF16;BF16"},
                      "mean_us": 40.0, "verdict": "memory-bound", "measured_verdict": "memory-bound",
+                     "instances_per_step": 4.0,
+                     "saving_per_op_us": dict(zip(("low", "mid", "high"), saving)),
                      "window": {"ops": list(window_ops), "start": "input", "time_us": 10.0,
                                 "reason": "light predecessors"}},
-        "saving_us": dict(zip(("low", "mid", "high"), saving)),
+        "saving_us": dict(zip(("low", "mid", "high"), (4 * x for x in saving))),   # per step: 4 layers
         "source_sha256": "0" * 64,
     }
     out_sites = [site]

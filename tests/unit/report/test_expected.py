@@ -41,9 +41,23 @@ def test_tiny_gain_is_not_worth_enabling(make_report):
     for who, _, _ in PUBLIC_MEASUREMENTS:   # the public numbers are cited next to ours
         assert who in en and who in zh
     assert "REFERENCE.md §5" in en
+    assert "below the smallest public end-to-end gain (0.35%)" in en
 
 
 def test_site_missing_from_the_baseline_is_a_banner(make_report):
     d = make_report(None, shapes="3,5;7,5")
     assert [b.code for b in d.banners] == ["site_missing"]
     assert not d.expectation.worth_enabling
+
+
+def test_per_step_saving_is_divided_by_the_kernels_per_step(make_report, tmp_path):
+    from dataclasses import replace
+
+    from cannbot_prefetch.report.expected import per_op_saving
+    d = make_report(None)
+    site = d.plan.sites[0]
+    assert per_op_saving(site, 4) == (3.0, 6.0, 9.0)             # evidence.saving_per_op_us
+    ev = {k: v for k, v in site.evidence.items() if k != "saving_per_op_us"}
+    assert per_op_saving(replace(site, evidence=ev), 99) == (3.0, 6.0, 9.0)   # 12/24/36 over 4
+    ev.pop("instances_per_step")
+    assert per_op_saving(replace(site, evidence=ev), 8) == (1.5, 3.0, 4.5)    # over the measured count
