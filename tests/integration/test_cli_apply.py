@@ -156,3 +156,27 @@ def test_failure_half_way_leaves_every_file(project, monkeypatch):
     assert res.exit_code != 0
     after = {k: v for k, v in _snapshot(project).items() if not k.startswith(".cannbot-prefetch")}
     assert after == before
+
+
+def test_dirty_git_tree_warns(project):
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+
+    def git(*a):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *a], cwd=project,
+                       capture_output=True, check=True)
+
+    current = (project / "toy_model.py").read_text()
+    git("init", "-q")
+    git("add", "toy_model.py")
+    git("commit", "-q", "-m", "x")
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
+    assert res.exit_code == 0 and "uncommitted" not in res.output
+    # the planned file is not what git has: committed an older version
+    (project / "toy_model.py").write_text(current.replace("bias=False", "bias=True"))
+    git("commit", "-q", "-am", "older")
+    (project / "toy_model.py").write_text(current)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
+    assert res.exit_code == 0 and "uncommitted changes in git" in res.output

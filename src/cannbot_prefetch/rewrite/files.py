@@ -170,7 +170,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
         raise InputError("the plan has no sites to apply", path=str(plan_path))
     by_file: dict[Path, list] = {}
     for s in plan.sites:
-        by_file.setdefault(resolve_source(plan_path, s.target.file), []).append(s)
+        by_file.setdefault(resolve_source(plan_path, s.target.file).resolve(), []).append(s)
     first = next(iter(by_file), None)
     helper_path = Path(helper).resolve() if helper else (first.parent / HELPER_NAME if first else None)
 

@@ -173,3 +173,24 @@ def test_llama_single_mlp_site_diff_is_small(tmp_path):
         "max_tokens=64)  # cannbot-prefetch: llama-mlp-gate_proj",
         "_cbp.join(self.enable_prefetch)  # cannbot-prefetch: join",
     ]
+
+
+@pytest.mark.slow
+def test_graph_check_refuses_routing_weights_as_moe_dependency(tmp_path):
+    """The static check accepts top_k_weights (they flow into the experts call), but the routing
+    weights are applied after the expert matmul: the graph check catches it."""
+    cfg, cls_name, _ = _mixtral()
+    p = plan(site("mixtral-w13", cls="MixtralExperts", attr="gate_up_proj",
+                  weight="self.experts.gate_up_proj", icls="MixtralSparseMoeBlock", anchor="self.gate",
+                  position="after", dep="top_k_weights", size=16384))
+    path, helper, out = rewrite_family("mixtral", tmp_path, p)
+    assert out.applied == ["mixtral-w13"]
+    with loaded("mixtral", path, helper) as mod:
+        torch.manual_seed(0)
+        model = getattr(mod, cls_name)(cfg).eval()
+        cfg._experts_implementation = "batched_mm"
+        checks, _ = verify_model(model, {"input_ids": torch.randint(0, 128, (1, 4)),
+                                         "use_cache": False}, p)
+    graph = [c for c in checks if c.name == "graph order"]
+    assert graph and not graph[0].passed
+    assert "does not flow into the target" in graph[0].detail

@@ -77,3 +77,12 @@ def test_attr_and_link_next_layers():
     assert "next_layer" not in dict(layers[0].named_children())
     assert h.attr(layers[0], "next_layer.weight") is layers[1].weight
     assert h.attr(layers[2], "next_layer.weight") is None
+
+
+def test_verify_without_torch_gives_install_hint(monkeypatch):
+    from cannbot_prefetch.errors import InputError
+    from cannbot_prefetch.verify.runner import require_torch
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(InputError, match=r"cannbot-prefetch\[torch\]"):
+        require_torch()
