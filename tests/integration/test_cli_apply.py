@@ -180,3 +180,26 @@ def test_dirty_git_tree_warns(project):
     (project / "toy_model.py").write_text(current)
     res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
     assert res.exit_code == 0 and "uncommitted changes in git" in res.output
+
+
+def test_helper_elsewhere_imported_by_name(project):
+    (project / "lib").mkdir()
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes",
+                              "--helper", str(project / "lib" / "prefetch_helper.py")])
+    assert res.exit_code == 0, res.output
+    assert "keep" in res.output and "sys.path" in res.output
+    code = (project / "toy_model.py").read_text()
+    assert "import prefetch_helper as _cbp  # cannbot-prefetch: import" in code
+    assert (project / "lib" / "prefetch_helper.py").is_file()
+
+
+def test_revert_from_backup_when_markers_are_gone(project):
+    plan = str(project / "plan.yaml")
+    original = (project / "toy_model.py").read_text()
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
+    # someone reformatted the file and dropped the marker comments
+    code = (project / "toy_model.py").read_text().replace("  # cannbot-prefetch: ", "  # was: ")
+    (project / "toy_model.py").write_text(code)
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert (project / "toy_model.py").read_text() == original

@@ -261,10 +261,15 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
             if key not in joins:
                 joins[key] = _join_lines(view, j.cls, j.method, j.where, switch)
             if isinstance(joins[key], str):
-                out.refused.append(Refusal(p.site.id, joins[key]))
+                if " is not defined in this file" in joins[key]:
+                    errors.append((p.site.id, joins[key]))
+                else:
+                    out.refused.append(Refusal(p.site.id, joins[key]))
             else:
                 kept.append(p)
         placements = kept
+    if errors:
+        raise SiteErrors(errors)
     if not placements:
         out.code = base
         return out

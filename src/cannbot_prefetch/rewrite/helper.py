@@ -57,6 +57,10 @@ def _check_multi_stream(config, path):
         return
     parent = path.rsplit(".", 1)[0] + "." if "." in path else ""
     value = _lookup(config, parent + MULTI_STREAM_KEY)
+    if value is None and MODE == "npugraph_ex":
+        raise ValueError(
+            f"{{path}} is on, and prefetch mode 'npugraph_ex' captures the side stream in the "
+            f"graph: set {{parent}}{{MULTI_STREAM_KEY}} > 0 in the config, or turn {{path}} off")
     if value is not None and not (int(value) > 0):
         raise ValueError(
             f"{{path}} is on, and prefetch mode {{MODE!r}} issues it on a side stream: "

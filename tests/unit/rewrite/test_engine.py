@@ -188,6 +188,7 @@ def test_crlf_line_endings_kept():
     (dict(method="decode"), "class Layer has no method decode"),
     (dict(anchor="self.nothing"), "no call to self.nothing in Layer.forward"),
     (dict(dep="undefined_tensor"), "'undefined_tensor' is not defined"),
+    (dict(jcls="NoJoinClass"), "join class NoJoinClass is not defined"),
 ])
 def test_bad_sites_raise_naming_the_site(kw, words):
     with pytest.raises(SiteErrors) as err:

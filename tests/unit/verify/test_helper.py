@@ -64,6 +64,10 @@ def test_switch_from_config_path_and_multi_stream_validation():
     cfg.custom_params.enable_multi_streams = 2
     assert h.read_switch(cfg, "custom_params.enable_prefetch") is True
     assert h.read_switch(types.SimpleNamespace(), "custom_params.enable_prefetch") is False
+    missing = types.SimpleNamespace(custom_params=types.SimpleNamespace(enable_prefetch=True))
+    with pytest.raises(ValueError, match="captures the side stream"):
+        h.read_switch(missing, "custom_params.enable_prefetch")
+    assert _helper("eager").read_switch(missing, "custom_params.enable_prefetch") is True
     assert h.read_switch({"custom_params": {"enable_prefetch": False}}, "custom_params.enable_prefetch") is False
     h.ENABLED = True  # the module-level switch for constructors without a config
     assert h.read_switch(None, "custom_params.enable_prefetch") is True
