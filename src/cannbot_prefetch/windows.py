@@ -201,26 +201,57 @@ class WindowRules:
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
                  ) -> tuple[str, str]:
         """(class, why) of one predecessor."""
-        text = (op_type or name or "").strip()
-        if core and core.upper() in self.comm_cores:
-            return COMM, f"{core} row"
-        if _any(self.communication, text) or (name and _any(self.communication, name)):
-            return COMM, "communication op"
+        kind = self.kind_of(op_type, name, core)
+        if kind == COMM:
+            return COMM, f"{core} row" if core and core.upper() in self.comm_cores \
+                else "communication op"
         large_b = nbytes >= self.large_op_bytes
         long_mb = dur_us >= self.large_op_us and (memory_bound is None or memory_bound)
         size = f"{_mib(nbytes)} moved, {dur_us:.1f} us"
-        if is_matmul or (is_matmul is None and _any(self.matmul, text)):
+        if is_matmul or (is_matmul is None and kind == "matmul"):
             if large_b or long_mb:
                 return HEAVY, f"large MatMul ({size})"
             return LIGHT, f"small MatMul ({size})"
-        if _any(self.movers, text):
+        if kind == "mover":
             return (HEAVY, f"large data movement ({size})") if (large_b or long_mb) else \
                    (LIGHT, f"small data movement ({size})")
         if large_b:
             return HEAVY, f"moves {_mib(nbytes)} (>= {_mib(self.large_op_bytes)})"
-        if _any(self.light, text):
+        if kind == LIGHT:
             return LIGHT, "light op"
         return LIGHT, f"small op ({size})"
+
+    def kind_of(self, op_type: str | None, name: str | None, core: str | None) -> str:
+        """communication | matmul | mover | light | other, from names alone (cached)."""
+        return _kind_cached(self, op_type, name, core.upper() if core else None)
+
+
+_KINDS: dict[tuple, str] = {}
+
+
+def _kind_cached(rules: "WindowRules", op_type: str | None, name: str | None,
+                 core: str | None) -> str:
+    key = (id(rules), op_type, name, core)
+    hit = _KINDS.get(key)
+    if hit is None:
+        hit = _KINDS[key] = _kind_of(rules, op_type, name, core)
+    return hit
+
+
+def _kind_of(rules: "WindowRules", op_type: str | None, name: str | None,
+             core: str | None) -> str:
+    text = (op_type or name or "").strip()
+    if core and core in rules.comm_cores:
+        return COMM
+    if _any(rules.communication, text) or (name and _any(rules.communication, name)):
+        return COMM
+    if _any(rules.matmul, text):
+        return "matmul"
+    if _any(rules.movers, text):
+        return "mover"
+    if _any(rules.light, text):
+        return LIGHT
+    return "other"
 
 
 def _any(patterns: Iterable[re.Pattern[str]], text: str) -> bool:
@@ -273,6 +304,7 @@ class _Op:
     shapes: str
     stack: str
     step: Any
+    stream: Any = None
     cls: str = ""
     why: str = ""
     group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
@@ -282,6 +314,7 @@ class _Op:
                       self.shapes, self.stack)
 
 
+@lru_cache(maxsize=65536)
 def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
                out_shapes: str | None, out_dtypes: str | None, out_formats: str | None) -> int:
     """Bytes a non-MatMul op moves: every input and output as stored (roofline.shapes)."""
@@ -308,41 +341,34 @@ def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
 def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[_Op]]:
     """Per (step, stream): ops in time order, the kernels of one framework op merged."""
     cols = df.columns
-    has_launch = "launch_op" in cols
-    df = df.sort("start_ns")
-    get = {c: df[c].to_list() if c in cols else [None] * df.height
-           for c in ("step", "stream", "type", "name", "core", "start_ns", "dur_us", "sig_id",
-                     "input_shapes", "input_dtypes", "input_formats", "output_shapes",
-                     "output_dtypes", "output_formats", "stack", "launch_op")}
+    df = df.filter(pl.col("start_ns").is_not_null()).sort("start_ns")
+    names = ("step", "stream", "type", "name", "core", "start_ns", "dur_us", "sig_id",
+             "input_shapes", "stack", "launch_op")
+    get = [df[c].to_list() if c in cols else [None] * df.height for c in names]
+    shape_cols = ("input_shapes", "input_dtypes", "input_formats", "output_shapes",
+                  "output_dtypes", "output_formats")
+    shapes = list(zip(*(df[c].to_list() if c in cols else [None] * df.height
+                        for c in shape_cols)))
     per: dict[tuple, list[_Op]] = defaultdict(list)
-    for i in range(df.height):
-        start = get["start_ns"][i]
-        if start is None:
-            continue
-        dur = float(get["dur_us"][i] or 0.0)
-        sig = get["sig_id"][i]
-        if sig is not None and sig in sig_bytes:
-            nbytes = sig_bytes[sig]
-        else:
-            nbytes = _row_bytes(get["input_shapes"][i], get["input_dtypes"][i],
-                                get["input_formats"][i], get["output_shapes"][i],
-                                get["output_dtypes"][i], get["output_formats"][i])
-        op = _Op(i, get["type"][i] or get["name"][i] or "?", get["name"][i] or "", get["core"][i],
-                 int(start), int(start + dur * 1000), dur, nbytes, sig, get["input_shapes"][i] or "",
-                 get["stack"][i] or "", get["step"][i])
-        key = (get["step"][i], get["stream"][i])
-        seq = per[key]
-        launch = get["launch_op"][i] if has_launch else None
-        if (launch and seq and seq[-1].sig is None and sig is None
-                and seq[-1].group == (launch, op.stack)):
+    for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch) in \
+            enumerate(zip(*get)):
+        dur = float(dur or 0.0)
+        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else _row_bytes(*shapes[i])
+        seq = per[(step, stream)]
+        stack = stack or ""
+        end = int(start + dur * 1000)
+        if launch and seq and sig is None and seq[-1].sig is None \
+                and seq[-1].group == (launch, stack):
             last = seq[-1]      # same framework op: merge its kernels into one predecessor
-            last.end = max(last.end, op.end)
+            last.end = max(last.end, end)
             last.dur_us = (last.end - last.start) / 1000
-            last.bytes += op.bytes
+            last.bytes += nbytes
             last.type = launch
             continue
+        op = _Op(i, typ or name or "?", name or "", core, int(start), end, dur, nbytes, sig,
+                 ins or "", stack, step, stream)
         if launch:
-            op.group = (launch, op.stack)
+            op.group = (launch, stack)
         seq.append(op)
     return per
 
@@ -386,9 +412,14 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     notes: list[str] = [f"windows: {lookback} predecessor(s) examined, counted in "
                         f"{'framework ops (kernels grouped by launching op)' if grouped else 'kernels'}"
                         f"; min_window_us {min_us:g}"]
+    by_sig: dict[int, list[tuple[tuple, int]]] = defaultdict(list)
+    for key, seq in per.items():
+        if key[1] is not None:
+            for j, op in enumerate(seq):
+                if op.sig is not None:
+                    by_sig[op.sig].append((key, j))
     for t in tsigs:
-        inst = [(key, j) for key, seq in per.items() if key[1] is not None
-                for j, op in enumerate(seq) if op.sig == t.sig_id]
+        inst = by_sig.get(t.sig_id, [])
         if not inst:
             rejs.append(Rejection(t.label, reasons.NO_SHAPES,
                                   "no instance of this signature on the timeline", t))
@@ -562,7 +593,7 @@ def _fmt(d: "_Decision | None") -> str:
 def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, start: str,
              start_i: int) -> _Decision:
     raw = (target.start - start_ns) / 1000
-    ov = other.overlap(start_ns, target.start, exclude_stream_of=target)
+    ov = other.overlap(start_ns, target.start, target)
     return _Decision(True, branch, start, start_i, raw, ov, start_ns=start_ns)
 
 
@@ -607,41 +638,38 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
 
 
 class _OtherStreams:
-    """Communication / memory-heavy intervals, to measure what overlaps a window elsewhere."""
+    """Communication / memory-heavy intervals per stream, to measure what overlaps a window on
+    the other streams (HCCL rows, stream None, always count)."""
 
     def __init__(self, per: dict[tuple, list[_Op]]):
-        self.stream_of: dict[int, Any] = {}
-        for (step, stream), seq in per.items():
-            for op in seq:
-                self.stream_of[id(op)] = stream
-        busy: list[tuple[int, int, Any, str]] = []
-        for (step, stream), seq in per.items():
+        busy: dict[Any, list[tuple[int, int, str]]] = defaultdict(list)
+        for (_step, stream), seq in per.items():
             for op in seq:
                 if op.cls in (HEAVY, COMM):
-                    busy.append((op.start, op.end, stream, op.cls))
-        busy.sort()
-        self.busy = busy
-        self.starts = [b[0] for b in busy]
-        self.max_len = max((b[1] - b[0] for b in busy), default=0)
+                    busy[stream].append((op.start, op.end, op.cls))
+        self.streams = {}
+        for stream, items in busy.items():
+            items.sort()
+            self.streams[stream] = ([b[0] for b in items], items,
+                                    max(b[1] - b[0] for b in items))
 
-    def _hits(self, s: int, e: int, stream: Any, only: str | None = None):
-        lo = bisect.bisect_left(self.starts, s - self.max_len)
-        hi = bisect.bisect_left(self.starts, e)
-        for bs, be, st, cls in self.busy[lo:hi]:
-            if be <= s or bs >= e:
+    def _hits(self, s: int, e: int, skip_stream: Any = ..., only: str | None = None):
+        for stream, (starts, items, max_len) in self.streams.items():
+            if stream is not None and stream == skip_stream:
                 continue
-            if stream is not ... and st == stream and st is not None:
-                continue
-            if only and cls != only:
-                continue
-            yield max(bs, s), min(be, e)
+            lo = bisect.bisect_left(starts, s - max_len)
+            hi = bisect.bisect_left(starts, e)
+            for bs, be, cls in items[lo:hi]:
+                if be <= s or bs >= e or (only and cls != only):
+                    continue
+                yield max(bs, s), min(be, e)
 
-    def overlap(self, s: int, e: int, exclude_stream_of: _Op) -> float:
+    def overlap(self, s: int, e: int, target: _Op) -> float:
+        """Time (us) in [s, e) covered by heavy/communication work on other streams."""
         if e <= s:
             return 0.0
-        spans = sorted(self._hits(s, e, self.stream_of.get(id(exclude_stream_of))))
-        total, cur_s, cur_e = 0, None, None
-        for a, b in spans:
+        total, cur_s, cur_e = 0, 0, None
+        for a, b in sorted(self._hits(s, e, target.stream)):
             if cur_e is None or a > cur_e:
                 if cur_e is not None:
                     total += cur_e - cur_s
@@ -653,4 +681,4 @@ class _OtherStreams:
         return total / 1000
 
     def comm_overlap(self, s: int, e: int) -> float:
-        return sum(b - a for a, b in self._hits(s, e, ..., COMM)) / 1000
+        return sum(b - a for a, b in self._hits(s, e, only=COMM)) / 1000
