@@ -119,6 +119,9 @@ def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
             detail = f"no module of {s.insert.cls} holds {s.target.weight_expr}"
         if bad[s.id]:
             detail += "; " + "; ".join(sorted(set(bad[s.id])))
+        if want and not fired[s.id] and s.max_tokens is not None:
+            detail += (f" (the site only fires for at most {s.max_tokens} tokens: give the factory "
+                       f"decode-shaped inputs)")
         out.append(Check("fires", ok, detail, s.id))
     # plan order within each layer
     by_layer: dict[int, list[int]] = {}
