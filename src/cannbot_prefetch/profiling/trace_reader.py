@@ -48,12 +48,29 @@ def load_trace_events(path: Path) -> tuple[list[dict], str]:
         events, flavour = data, "ascend"
     else:
         raise InputError("JSON is not a Chrome trace (no event list or traceEvents)", path=str(path))
-    events = [e for e in events if isinstance(e, dict)]
+    events = [c for c in (_sanitize(e) for e in events) if c is not None]
     if not any(e.get("ph") == "X" for e in events):
         raise InputError("trace holds no complete ('X') events", path=str(path))
     if "Ascend Hardware" in _process_names(events).values():
         flavour = "ascend"
     return events, flavour
+
+
+def _sanitize(event) -> dict | None:
+    """An event with the fields this reader uses in usable types (hand-edited or damaged
+    traces put lists where ids belong); anything else is ignored."""
+    if not isinstance(event, dict):
+        return None
+    out = dict(event)
+    for key in ("pid", "tid"):
+        if not isinstance(out.get(key), (int, str)) or isinstance(out.get(key), bool):
+            out[key] = None
+    for key in ("name", "cat", "ph"):
+        if not isinstance(out.get(key), str):
+            out[key] = None
+    if not isinstance(out.get("args"), dict):
+        out["args"] = {}
+    return out
 
 
 def read_trace_rows(path: Path, source: str) -> ReadResult:
@@ -70,8 +87,9 @@ def read_trace_rows(path: Path, source: str) -> ReadResult:
 # ---------------------------------------------------------------- shared: nesting per thread
 
 def _process_names(events: list[dict]) -> dict:
-    return {e.get("pid"): (e.get("args") or {}).get("name") for e in events
-            if e.get("ph") == "M" and e.get("name") == "process_name"}
+    return {e.get("pid"): e["args"].get("name") for e in events
+            if e.get("ph") == "M" and e.get("name") == "process_name"
+            and isinstance(e["args"].get("name"), str)}
 
 
 def _span(e: dict, i: int) -> _Span | None:
@@ -148,7 +166,7 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
         args = e.get("args") or {}
         start = text_to_ns(e.get("ts"))
         dur = to_number(e.get("dur"))
-        if start is None or dur is None or not e.get("name"):
+        if start is None or dur is None or dur < 0 or not e.get("name"):
             bad += 1
             if len(samples) < 5:
                 samples.append(f"{source}:event {i}: kernel without name/ts/dur")
@@ -156,7 +174,7 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
         name = str(e["name"])
         stream = args.get("Physic Stream Id", args.get("Stream Id"))
         row = {"row": i, "name": name, "type": _type_from_name(name),
-               "core": args.get("Task Type"), "start_ns": start, "dur_us": dur,
+               "core": _text(args.get("Task Type")), "start_ns": start, "dur_us": dur,
                "stream": None if stream is None else str(stream),
                "task_id": _int(args.get("Task Id")), "model_id": _int(args.get("Model Id")),
                "stack": None, "launch_op": None, "launch_input_dims": None}
@@ -214,6 +232,10 @@ def _type_from_name(name: str) -> str | None:
     if name.startswith("aclnn") and len(parts) >= 3 and parts[-1]:
         return parts[-1]
     return None
+
+
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _int(value) -> int | None:
