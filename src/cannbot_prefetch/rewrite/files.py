@@ -8,6 +8,7 @@ temp file + rename, and puts every file back if any write fails half-way.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import subprocess
 import time
@@ -21,8 +22,6 @@ from ..plan import Plan, load_plan, resolve_source, save_plan, write_atomic
 from .engine import (MARKER, ExistingCall, Refusal, SiteErrors, has_markers, marked_ids,
                      rewrite_source, strip_markers)
 from .helper import HELPER_NAME, helper_source, is_ours
-
-import hashlib
 
 BACKUP_DIR = Path(".cannbot-prefetch") / "backup"
 
