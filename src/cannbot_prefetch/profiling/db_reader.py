@@ -19,7 +19,8 @@ from .readout import ReadResult, conform, drop_memset
 from .values import clean_text, strip_prefix
 
 _TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
-              "streamId": "stream", "taskId": "task_id", "modelId": "model_id"}
+              "streamId": "stream", "taskId": "task_id", "modelId": "model_id",
+              "connectionId": "connection_id"}
 _INFO_COLS = {"name": "name", "opType": "type", "taskType": "core", "blockDim": "block_dim",
               "mixBlockDim": "mix_block_dim", "waitNs": "wait_ns", "inputShapes": "input_shapes",
               "inputDataTypes": "input_dtypes", "inputFormats": "input_formats",
@@ -88,7 +89,10 @@ def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
         df = pl.concat([df, _communication(con, strings, source)], how="diagonal_relaxed")
     if "STEP_TIME" in tables:
         df = _assign_steps(con, df)
-    df, memsets = drop_memset(df.drop("end_ns", "wait_ns", "global_task_id", strict=False))
+    if {"PYTORCH_API", "CONNECTION_IDS", "PYTORCH_CALLCHAINS"} <= tables:
+        df = _attach_stacks(con, strings, df)
+    df, memsets = drop_memset(df.drop("end_ns", "wait_ns", "global_task_id", "connection_id",
+                                      strict=False))
     notes = [f"{source}: {memsets} MemSet helper kernel(s) excluded"] if memsets else []
     result = ReadResult(conform(df.sort("start_ns")), rows_read=rows_read, skipped=bad.height,
                         samples=samples, notes=notes)
@@ -149,6 +153,32 @@ def _assign_steps(con: sqlite3.Connection, df: pl.DataFrame) -> pl.DataFrame:
     inside = pl.col("start_ns") <= pl.col("step_end")
     return joined.with_columns(pl.when(inside).then(pl.col("step")).otherwise(None).alias("step")
                                ).drop("step_start", "step_end")
+
+
+def _attach_stacks(con: sqlite3.Connection, strings: dict, df: pl.DataFrame) -> pl.DataFrame:
+    """Launching torch op and its Python call stack per task: TASK.connectionId ->
+    CONNECTION_IDS -> PYTORCH_API (name, callchainId) -> PYTORCH_CALLCHAINS frames, depth 0
+    (innermost) first, like the text export's `Call stack`."""
+    api = pl.DataFrame(con.execute(
+        "SELECT ci.connectionId, p.name, p.callchainId FROM PYTORCH_API p "
+        "JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall(),
+        schema={"connection_id": pl.Int64, "launch": pl.Int64, "chain": pl.Int64}, orient="row")
+    chains = pl.DataFrame(con.execute(
+        "SELECT id, stack, stackDepth FROM PYTORCH_CALLCHAINS").fetchall(),
+        schema={"chain": pl.Int64, "frame": pl.Int64, "depth": pl.Int64}, orient="row")
+    if api.height == 0:
+        return df
+    frames = (chains.with_columns(pl.col("frame").replace_strict(strings, default=None,
+                                                                 return_dtype=pl.Utf8))
+              .drop_nulls("frame").sort("chain", "depth")
+              .group_by("chain", maintain_order=True).agg(pl.col("frame").str.join(";")
+                                                          .alias("__stack")))
+    api = (api.unique("connection_id", keep="first")
+           .with_columns(pl.col("launch").replace_strict(strings, default=None,
+                                                         return_dtype=pl.Utf8).alias("launch_op"))
+           .join(frames, on="chain", how="left").select("connection_id", "launch_op", "__stack"))
+    out = df.join(api, on="connection_id", how="left", maintain_order="left")
+    return out.with_columns(pl.col("__stack").alias("stack")).drop("__stack")
 
 
 def _facts(con: sqlite3.Connection, tables: set[str], strings: dict) -> dict:

@@ -42,13 +42,15 @@ def read_meta(root: Path, search_root: Path | None = None) -> Meta:
         if not isinstance(data, dict):
             continue
         sources.append(str(info))
-        exp = (data.get("config") or {}).get("experimental_config") or {}
+        config = data.get("config")
+        exp = config.get("experimental_config") if isinstance(config, dict) else None
         if not isinstance(exp, dict):
             exp = {}
         rank = data.get("rank_id")
         meta.fill(level=_level(exp.get("_profiler_level")),
                   aic_metrics=_metrics(exp.get("_aic_metrics")),
-                  rank=rank if isinstance(rank, int) and rank >= 0 else None)
+                  rank=rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0
+                  else None)
     for where, depth in ((root, 1), (search_root, 4)):
         if where is None or meta.cube_cores is not None:
             continue

@@ -83,6 +83,10 @@ def test_db_export(samples):
     assert row["aicore_time_us"] == pytest.approx(345.51125)      # aic_total_time ns -> us
     assert row["aic_mte2_ratio"] == pytest.approx(0.98434867, rel=1e-6)
     assert (p.table.df["core"] == "HCCL").sum() == 4               # COMMUNICATION_OP rows
+    # stacks via TASK.connectionId -> PYTORCH_API -> PYTORCH_CALLCHAINS, innermost first
+    assert row["launch_op"] == "aclnnAddmm"
+    assert row["stack"].split(";")[0].endswith("torch/nn/modules/linear.py(114): forward")
+    assert p.table.df["stack"].is_not_null().sum() == 71
 
 
 def test_db_file_directly(samples):
