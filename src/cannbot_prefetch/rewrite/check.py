@@ -225,6 +225,9 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
         return Problem(MISSING, f"no call to {ins.anchor_call} in {ins.cls}.{ins.method} "
                                 f"(or the helper methods it calls)")
     method, holder = found
+    if not isinstance(method.node.body, cst.IndentedBlock):
+        return Problem(UNSAFE, f"{ins.cls}.{method.name} is a one-line method (`def ...: ...`): "
+                               f"there is no line to insert at without rewriting it")
     stmt = _enclosing_block_stmt(method, holder)
     where = f"{ins.cls}.{method.name}"
     note = "" if method.name == ins.method else f"anchor found in helper method {where}"

@@ -168,6 +168,8 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
     if m is None:
         return f"join method {cls_name}.{method_name} is not defined in this file"
     code = f"{ALIAS}.join({_flag(cls, switch)})"
+    if not isinstance(m.node.body, cst.IndentedBlock):
+        return f"join method {cls_name}.{method_name} is a one-line method: no line to join at"
     if where == "end":
         for s in m.stmts:
             if s.is_return and any(_runs_module(c) for c in s.calls):

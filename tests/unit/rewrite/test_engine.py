@@ -194,3 +194,13 @@ def test_bad_sites_raise_naming_the_site(kw, words):
     with pytest.raises(SiteErrors) as err:
         rewrite_source(SRC, [mlp_site(id="bad-site", **kw)])
     assert "site bad-site" in str(err.value) and words in str(err.value)
+
+
+def test_one_line_method_refused():
+    src = SRC + "\n\nclass Short(nn.Module):\n    def __init__(self):\n        self.mlp = MLP(None)\n\n" \
+                "    def forward(self, x): return self.mlp(x)\n"
+    s = site("short", cls="MLP", attr="gate_proj", weight="self.mlp.gate_proj.weight", icls="Short",
+             anchor="self.mlp", dep="x")
+    out = rewrite_source(src, [s])
+    assert out.applied == [] and "one-line method" in out.refused[0].reason
+    compile(out.code, "x", "exec")
