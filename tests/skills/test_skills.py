@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 SKILLS = sorted(p.parent for p in (REPO / "skills").glob("*/SKILL.md"))
 EXPECTED_SKILLS = {"model-infer-prefetch", "npu-roofline-analysis"}
 # Texts whose command lines are checked: the skills with their references, and our docs pages.
-TEXTS = sorted({*(REPO / "skills").glob("*/SKILL.md"), *(REPO / "skills").glob("*/references/*.md"),
+TEXTS = sorted({REPO / "skills" / "README.md", *(REPO / "skills").glob("*/SKILL.md"), *(REPO / "skills").glob("*/references/*.md"),
                 *(REPO / "docs").glob("*.md"), *(REPO / "examples" / "cpu-tiny-llama").glob("*.md")})
 
 
