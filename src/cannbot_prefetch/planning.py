@@ -335,7 +335,7 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
     return Site(
         id=_site_id(m),
         target=Target(_rel(m.target.file, opts.out_dir), m.target.cls, m.target.attr,
-                      pl.weight_expr, "same"),
+                      pl.weight_expr, pl.scope),
         insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=int(s.max_size),
         basis=s.basis, ladder=s.ladder, mapping=mapping, evidence=ev, saving_us=s.saving_us,
         source_sha256=sha256_file(m.target.file), max_tokens=opts.max_tokens)

@@ -44,7 +44,7 @@ def rewriter_check() -> Callable[[str, Site], str | None] | None:
 def probe_site(pl: Placement, lin: LinearAttr) -> Site:
     """A throw-away Site carrying just what the rewriter's check reads."""
     from ..plan import Basis, Saving, Target
-    return Site(id="probe", target=Target(lin.file, lin.cls, lin.attr, pl.weight_expr),
+    return Site(id="probe", target=Target(lin.file, lin.cls, lin.attr, pl.weight_expr, pl.scope),
                 insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=1,
                 basis=Basis((1,), 1.0, 0.5), ladder={}, mapping="shape", evidence={},
                 saving_us=Saving(0, 0, 0), source_sha256="")
@@ -117,9 +117,9 @@ class Mapper:
         want = _kind_of(op)
         places = model_places(cand.window_stack, self.ms, self.src_map) if cand.window_stack else []
         pool = list(range(t_idx - 1, -1, -1))
-        if places:
-            # the stack names the statement: the nearest event there, of the right kind if any
-            p = places[0]
+        for p in places:
+            # the stack names the statement (innermost model frame that the forward pass
+            # reaches): the nearest event there, of the right kind if any
             at = [i for i in pool if (lf := self.events[i].leaf).cls == p.cls
                   and lf.method == p.method and (p.stmt is None or lf.stmt == p.stmt)]
             if not at:
@@ -128,11 +128,32 @@ class Mapper:
                                              for h in self.events[i].path)]
             if at:
                 return next((i for i in at if _fits(self.ms, self.events[i], op, want)), at[0])
+            prev = self._previous_layer(t_idx, [p], op, want)
+            if prev is not None:
+                return prev
         for i in pool[:40]:      # no stack: the nearest event of the right kind
             e = self.events[i]
             if _fits(self.ms, e, op, want):
                 return i
-        return None
+        return self._previous_layer(t_idx, places, op, want)
+
+    def _previous_layer(self, t_idx: int, places, op: PredOp, want: str) -> int | None:
+        """The window op in the previous layer: this layer's ops after the target, from the
+        layer's end backwards (one layer stands for all in the flattened forward)."""
+        from .place import layer_depth
+        t = self.events[t_idx]
+        ld = layer_depth(self.ms, t.path)
+        if ld is None:
+            return None
+        prefix = t.path[:ld + 1]
+        later = [i for i in range(len(self.events) - 1, t_idx, -1)
+                 if self.events[i].path[:ld + 1] == prefix]
+        if places:
+            p = places[0]
+            later = [i for i in later if any(h.cls == p.cls and h.method == p.method
+                                             and (p.stmt is None or h.stmt == p.stmt)
+                                             for h in self.events[i].path)]
+        return next((i for i in later if _fits(self.ms, self.events[i], op, want)), None)
 
     def map(self, cand: Candidate) -> Mapped | Rejection:
         found = self.find_target(cand)

@@ -36,6 +36,7 @@ class Placement:
     file: str                 # file holding insert.cls
     shift: str                # exact | earlier | later | fallback
     note: str = ""
+    scope: str = "same"       # same | next_layer (the weight belongs to the next decoder layer)
 
 
 def _stmt(ms: ModelSource, cls: str, method: str, idx: int) -> Stmt:
@@ -168,7 +169,7 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
     if _is_param_use(ms, w) or _is_param_use(ms, t) and len(t.path) == 1:
         return "fused expert Parameters are used, not called: there is no call to anchor on"
     if w_idx >= t_idx:
-        return "the window op runs after the target in the model's forward (a cross-layer window)"
+        return _cross_layer(ms, events, t_idx, w_idx, start, lin)
     d = common_depth(t.path, w.path)
     if d < 0:
         return "the window op and the target share no calling method"
@@ -215,13 +216,55 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
         return Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
                          "later", f"the window op runs inside {wh.call} after heavy MatMuls; the "
                                   f"nearest legal start is its output '{out}'")
-    heavy_after = w_deeper and any(events[i].kind == "linear" for i in inner if i > w_idx)
+    # ops that run inside the same call after the MatMul are window time the insertion loses
+    lost = w_deeper and any(events[i].kind in ("linear", "norm", "act", "module")
+                            for i in inner if i > w_idx)
     out = output_of(wstmt)
     if out is None:
         return f"{wh.call} in {th.cls}.{th.method} assigns no value to depend on"
     return Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
-                     "later" if heavy_after else "exact",
-                     f"{wh.call} runs more MatMuls after the window op" if heavy_after else "")
+                     "later" if lost else "exact",
+                     f"{wh.call} runs more ops after the window's MatMul; the nearest legal start "
+                     f"is its output '{out}'" if lost else "")
+
+
+def layer_depth(ms: ModelSource, path) -> int | None:
+    """Index of the hop that runs one decoder layer (`decoder_layer(...)` in the layers loop)."""
+    layer_classes = {ms.children[k] for k in ms.list_children}
+    for i in range(len(path) - 1):
+        if path[i + 1].cls in layer_classes and not path[i].call.startswith("self."):
+            return i
+    return None
+
+
+def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: str,
+                 lin: LinearAttr) -> Placement | str:
+    """The window op runs late in the layer and the target early: the window is the previous
+    layer's op, so the prefetch (of the next layer's weight) goes after it, in the layer's
+    forward, as `self.next_layer.<...>` (the rewriter links the layers)."""
+    t, w = events[t_idx], events[w_idx]
+    ld = layer_depth(ms, t.path)
+    if ld is None or w.path[:ld + 1] != t.path[:ld + 1]:
+        return "the window op runs after the target and not in the same decoder layer"
+    d = ld + 1                                  # the layer's own forward
+    th, wh = t.path[d], w.path[d]
+    if (th.cls, th.method) != (wh.cls, wh.method) or wh.stmt <= th.stmt:
+        return "the window op and the target do not meet in the decoder layer's forward"
+    inner = _under(events, w.path[:d + 1])
+    w_deeper = len(w.path) > d + 1
+    wstmt = _stmt(ms, wh.cls, wh.method, wh.stmt)
+    heavy_after = w_deeper and any(events[i].kind == "linear" for i in inner if i > w_idx)
+    out = output_of(wstmt)
+    if out is None or (start == "input" and heavy_after):
+        return f"{wh.call} in {wh.cls}.{wh.method} assigns no value to depend on"
+    wexpr = weight_expr(t.path, d, lin)
+    if wexpr is None:
+        return f"the target is not reached from {th.cls}.{th.method} through module attributes"
+    wexpr = "self.next_layer." + wexpr[len("self."):]
+    return Placement(Insert(wh.cls, wh.method, wh.call, "after"), out, wexpr,
+                     Join(wh.cls, wh.method, "end"), ms.file_of(wh.cls), "exact",
+                     f"cross-layer: after {wh.call} of this layer, prefetch the next layer's "
+                     f"weight", "next_layer")
 
 
 def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr,
