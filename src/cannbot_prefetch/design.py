@@ -32,6 +32,7 @@ _T: dict[str, dict[str, str]] = {
                   "`__init__` (default False), store it on the module, guard every call in "
                   "`forward` with it. Config → `__init__` → `forward`.",
         "mode_line": "Execution mode `{mode}`: {what}.",
+        "switch_readers": "switch read in",
         "mode_eager": "side stream (the side stream waits on the main one, the prefetch runs "
                       "under it, joined at the end of the layer's forward)",
         "mode_ge_graph": "plain call with its dependency (a Cmo node ordered after it)",
@@ -107,6 +108,7 @@ _T: dict[str, dict[str, str]] = {
         "switch": "开关 `{name}`（默认 **关闭**）：在 `__init__` 中从模型配置读取 `{path}`（默认 False），"
                   "保存在模块上，`forward` 中每处调用都用它保护。配置文件 → `__init__` → `forward`。",
         "mode_line": "执行模式 `{mode}`：{what}。",
+        "switch_readers": "读取开关的位置",
         "mode_eager": "多流（副流等待主流，在副流上预取，在层 forward 末尾汇合）",
         "mode_ge_graph": "直接调用并传入依赖节点（图中 Cmo 节点排在依赖之后）",
         "mode_npugraph_ex": "显式副流与事件，在 forward 结束前汇合",
@@ -227,6 +229,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if not files:
         L.append(f"- {t['none']}")
     sw = d.plan.switch
+    readers = sorted({s.insert.cls for s in d.plan.sites})
+    if readers:
+        L.append(f"- {t['switch_readers']}: " + ", ".join(f"`{c}.__init__`" for c in readers))
     L += ["", t["switch"].format(name=sw.name, path=sw.config_path),
           t["mode_line"].format(mode=d.plan.mode, what=t[f"mode_{d.plan.mode}"]), ""]
 
