@@ -269,3 +269,18 @@ def test_cross_layer_window_plans_the_next_layer(llama_roof, llama_src):
     g = next(s for s in plan.sites if s.id == "llamamlp-gate_proj")
     assert (g.insert.anchor_call, g.insert.position, g.evidence["window"]["branch"]) == \
         ("self.self_attn", "after", "3a")
+
+
+@pytest.mark.parametrize("window, expected", [
+    ("hidden_states", ("LlamaDecoderLayer", "self.mlp", "before", "hidden_states")),
+    ("LlamaAttention.o_proj", ("LlamaDecoderLayer", "self.self_attn", "after", "hidden_states")),
+    ("self.post_attention_layernorm",
+     ("LlamaDecoderLayer", "self.post_attention_layernorm", "before", "hidden_states")),
+])
+def test_manual_window_forms(llama_src, window, expected):
+    src, cfg = llama_src
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), src, cfg,
+                            PlanOptions(targets=("LlamaMLP.gate_proj",), window=window))
+    (s,) = plan.sites
+    assert (s.insert.cls, s.insert.anchor_call, s.insert.position, s.dependency) == expected
+    assert s.target.weight_expr == "self.mlp.gate_proj.weight"
