@@ -19,7 +19,8 @@ from ..plan import Site
 from ..windows import Candidate, PredOp, Rejection
 from .place import Placement, nearest_legal, place
 from .shape import dims_match, role_of
-from .source import Event, LinearAttr, ModelSource, flatten, roots
+from .flatten import flatten, roots
+from .source import Event, LinearAttr, ModelSource
 from .stack import model_places
 
 
