@@ -169,7 +169,9 @@ def _defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
     mode = o.mode or pol["plan"].get("mode", "eager")
     if mode not in MODES:
         raise InputError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
-    max_sites = pol["plan"]["max_sites"] if o.max_sites is None else o.max_sites
+    # manual mode: the targets the user names are the sites (unless --max-sites says fewer)
+    default_sites = len(o.targets) if o.targets else pol["plan"]["max_sites"]
+    max_sites = default_sites if o.max_sites is None else o.max_sites
     if max_sites < 1:
         raise InputError(f"--max-sites must be at least 1, not {max_sites}")
     if o.experts_per_rank is not None and o.experts_per_rank < 1:
@@ -255,12 +257,11 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
     keep, listed, rej = [], [], []
     for c, m, s in ranked:
         q = m.target.qualname
-        label = c.target.label if c else q
         if q in seen:
             listed.append(((c, m, s), "another call site of the same attribute ranks higher"))
             continue
         seen.add(q)
-        if c is not None and s.saving_us.mid <= 0:
+        if c is not None and m.method != "manual" and s.saving_us.mid <= 0:
             listed.append(((c, m, s), "no expected saving"))
             why = (f"; {m.placement.note}" if m.placement.shift == "later" else "")
             rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
@@ -276,16 +277,8 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
         keep.append((c, m, s))
     n = len(keep)
     if n > 1:   # the L2 budget is shared by the sites in flight together
-        keep = [(c, m, _resize(c, m, hw, opts, n, s, cfg)) for c, m, s in keep]
+        keep = [(c, m, _size(m, c, hw, opts, n, cfg)) for c, m, _ in keep]
     return keep, listed, rej
-
-
-def _resize(c, m, hw, opts, n, old: Sized, cfg) -> Sized:
-    if c is None:
-        return size_site(Weight(old.basis.dims, old.basis.dtype_bytes, m.role), WindowTime(None),
-                         None, hw, in_flight=n, user_cap=opts.max_size_cap,
-                         cmo_bw_gbps=opts.cmo_bw_gbps)
-    return _size(m, c, hw, opts, n, cfg)
 
 
 def _rej(c: Candidate | None, m: Mapped, code: str, why: str) -> Rejection:
@@ -362,11 +355,7 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
         role = role_of(t.attr, t.lin, "", b)
         m = Mapped(t.lin, pl, "manual", role, "", (pl.note,) if pl.note else ())
         cand = windows_by_attr.get(t.lin.qualname)
-        sized = _size(m, cand, hw, opts, 1, cfg) if cand else _size(m, None, hw, opts, 1, cfg)
-        if cand is None:
-            sized = replace(sized, notes=sized.notes + ("no profile for this target: no saving "
-                                                        "estimate",))
-        out.append((None, m, sized))
+        out.append((cand, m, _size(m, cand, hw, opts, 1, cfg)))
     return out
 
 

@@ -147,7 +147,7 @@ def test_manual_window_names_a_module(llama_src):
     src, cfg = llama_src
     plan, _, _ = build_plan(None, None, hardware.load("910B3"), src, cfg,
                             PlanOptions(targets=("LlamaMLP.gate_proj", "LlamaMLP.up_proj"),
-                                        window="post_attention_layernorm", max_sites=2))
+                                        window="post_attention_layernorm"))
     assert [s.id for s in plan.sites] == ["llamamlp-gate_proj", "llamamlp-up_proj"]
     for s in plan.sites:
         assert (s.insert.cls, s.insert.anchor_call, s.dependency) == \
