@@ -30,7 +30,7 @@ _TEXT = {
            "ask": "Write these changes to {n} file(s)?", "wrote": "wrote {n} file(s); backups in {b}",
            "notty": "--write needs a confirmation and there is no terminal: pass --yes",
            "pending": "{n} file(s) would change", "aborted": "nothing written",
-           "reverted": "reverted {n} file(s)"},
+           "reverted": "reverted {n} file(s)", "design": "full design"},
     "zh": {"title": "预取方案（{mode} 模式，开关 {path}，默认关闭）",
            "site": "位置", "target": "目标", "where": "插入于", "dep": "依赖",
            "size": "max_size", "tokens": "最大 token 数", "status": "状态",
@@ -39,7 +39,7 @@ _TEXT = {
            "ask": "将这些修改写入 {n} 个文件？", "wrote": "已写入 {n} 个文件；备份在 {b}",
            "notty": "--write 需要确认，但当前没有终端：请加 --yes",
            "pending": "{n} 个文件待修改", "aborted": "未写入任何文件",
-           "reverted": "已还原 {n} 个文件"},
+           "reverted": "已还原 {n} 个文件", "design": "完整方案"},
 }
 
 
@@ -64,6 +64,9 @@ def _render(changes, t: dict, err: Console, out: Console) -> None:
                       s.dependency, _mib(s.max_size),
                       "-" if s.max_tokens is None else str(s.max_tokens), status)
     out.print(table)
+    design = Path(changes.plan_path).with_name("prefetch_design.md")
+    if design.is_file():
+        err.print(f"{t['design']}: {design}")
     for sid, reason in refused.items():
         err.print(f"[yellow]refused[/] {sid}: {reason}")
     for f in changes.files:
