@@ -42,11 +42,18 @@ class _Ragged(Exception):
     """Some rows have more or fewer fields than the header: take the careful path."""
 
 
-def read_csv_rows(path: Path, source: str, samples_kept: int) -> ReadResult:
-    """One CSV export -> ReadResult with BASE_SCHEMA columns plus counters and extras."""
+def read_csv_rows(path: Path, source: str, samples_kept: int,
+                  counters: frozenset[str] | None = None) -> ReadResult:
+    """One CSV export -> ReadResult with BASE_SCHEMA columns plus counters and extras.
+
+    `counters`: keep only these counter columns (None: all). Unread columns are not even
+    materialized by the parser, which is most of the cost on a 1M-row file.
+    """
     sample = _read_sample(path)
-    specs = _plan(sample, _map_headers(list(sample.columns), path))
-    cols = [s.col for s in specs]
+    every = _plan(sample, _map_headers(list(sample.columns), path))
+    cols = [s.col for s in every]
+    specs = every if counters is None else [
+        s for s in every if s.kind != "counter" or s.name in counters or s is every[-1]]
     try:
         try:
             frame = _collect_fast(path, specs, native=True)
@@ -55,7 +62,7 @@ def read_csv_rows(path: Path, source: str, samples_kept: int) -> ReadResult:
         raw = None
     except _Ragged:
         raw = _read_text_frame(path, cols)
-        frame = raw.select(_frame_exprs(specs, ragged=True))
+        frame = raw.select(_frame_exprs(specs, ragged=True, width=len(every)))
     frame = frame.filter(~pl.col("__blank")).drop("__blank", "__lastnull", strict=False)
     rows_read = frame.height
     if rows_read == 0:
@@ -66,7 +73,8 @@ def read_csv_rows(path: Path, source: str, samples_kept: int) -> ReadResult:
     memsets = int((frame["__memset"] & ~frame["__bad"]).sum())
     good = frame.filter(~pl.col("__bad") & ~pl.col("__memset")).drop("__bad", "__memset")
     good = good.with_columns(pl.lit(source).alias("source"))
-    samples = _explain(path, source, specs, bad_lines.head(samples_kept).to_list(), raw)
+    samples = _explain(path, source, specs, bad_lines.head(samples_kept).to_list(), raw,
+                       width=len(every))
     notes = []
     if duplicates:
         notes.append(f"{source}: {duplicates} exact duplicate row(s) dropped")
@@ -106,10 +114,15 @@ def _collect_fast(path: Path, specs: list[_Spec], native: bool) -> pl.DataFrame:
     per cell; the fastest path). Any garbage cell then fails the whole read, and the caller
     retries with text columns, where damage is counted per row.
     """
-    overrides = {s.col: pl.Float64 for s in specs[:-1] if _is_native(s)} if native else {}
+    overrides = {s.col: (pl.Int64 if s.kind == "int" else pl.Float64)
+                 for s in specs[:-1] if _is_native(s)} if native else {}
+    # N/A -> null in the parser, except in the last column, whose nulls reveal short rows
+    nulls = {s.col: "N/A" for s in specs[:-1]} if native else None
     lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
-                     null_values={c: "N/A" for c in overrides} or None, **_READ)
-    chosen = [replace(s, kind=s.kind + "@f64") if s.col in overrides else s for s in specs]
+                     null_values=nulls, **_READ)
+    chosen = [replace(s, kind=s.kind + "@native") if s.col in overrides
+              else replace(s, kind=s.kind + "@nulled") if native and s.kind == "text" and not s.trim
+              and s is not specs[-1] else s for s in specs]
     try:
         frame = lf.select(_frame_exprs(chosen, ragged=False)).collect(engine="streaming")
     except pl.exceptions.ComputeError as exc:
@@ -241,7 +254,7 @@ def _plan(sample: pl.DataFrame, mapping: dict[str, tuple[str, str]]) -> list[_Sp
 
 # ---------------------------------------------------------------- expressions
 
-def _frame_exprs(specs: list[_Spec], ragged: bool) -> list[pl.Expr]:
+def _frame_exprs(specs: list[_Spec], ragged: bool, width: int = 0) -> list[pl.Expr]:
     """Typed columns plus cheap per-cell presence masks and row flags (__blank, __lastnull).
 
     Casting is the expensive part, so each cell is cast once; whether a null result was a
@@ -258,7 +271,7 @@ def _frame_exprs(specs: list[_Spec], ragged: bool) -> list[pl.Expr]:
            _memset(specs),
            (pl.col(last).is_null() & pl.col(first).is_not_null()).alias("__lastnull")]
     if ragged:
-        out.append((pl.col(_FIELDS).fill_null(len(specs)) != len(specs)).alias("__ragged"))
+        out.append((pl.col(_FIELDS).fill_null(width) != width).alias("__ragged"))
     return out
 
 
@@ -309,8 +322,8 @@ def _text(spec: _Spec) -> pl.Expr:
 
 
 def _typed(spec: _Spec) -> pl.Expr:
-    if spec.kind.endswith("@f64"):  # parsed as Float64 by the reader already
-        return to_int(pl.col(spec.col)) if spec.kind == "int@f64" else pl.col(spec.col)
+    if spec.kind.endswith(("@native", "@nulled")):  # typed / N/A-nulled by the parser already
+        return _strip_known_prefix(spec, pl.col(spec.col))
     text = _text(spec)
     if spec.kind == "start":
         return us_text_to_ns(text)
@@ -318,6 +331,10 @@ def _typed(spec: _Spec) -> pl.Expr:
         return to_int(text)
     if spec.kind in ("float", "counter"):
         return to_float(text)
+    return _strip_known_prefix(spec, text)
+
+
+def _strip_known_prefix(spec: _Spec, text: pl.Expr) -> pl.Expr:
     if spec.name in C.DTYPE_COLUMNS:
         return strip_prefix(text, "DT_")
     if spec.name in C.FORMAT_COLUMNS:
@@ -344,7 +361,7 @@ def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
 
 
 def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
-             raw: pl.DataFrame | None) -> list[str]:
+             raw: pl.DataFrame | None, width: int) -> list[str]:
     """`file:line: why` for the first bad rows (re-reads just those lines when needed)."""
     if not lines:
         return []
@@ -365,8 +382,8 @@ def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
     out = []
     for rec in table.iter_rows(named=True):
         fields = rec.get(_FIELDS)
-        if fields is not None and fields != len(specs):
-            why = f"{fields} fields, header has {len(specs)}"
+        if fields is not None and fields != width:
+            why = f"{fields} fields, header has {width}"
         else:
             k = next((i for i in range(len(labels)) if rec.get(f"bad:{i}")), None)
             why = "damaged row" if k is None else \

@@ -21,23 +21,31 @@ from .metadata import LEVEL0_NOTE, Meta, infer_level, read_meta
 from .readout import ReadResult
 from .stacks import attach_trace_stacks
 from .steps import select_steps
-from .table import KernelTable, Profile, ProfileInfo
+from .table import PIPE_COUNTERS, KernelTable, Profile, ProfileInfo
+
+ANALYSIS_COUNTERS = frozenset(PIPE_COUNTERS) | {c for c, _ in C.METRIC_FINGERPRINTS}
 
 
 def load_profile(path, rank: int | None = None, run: str | None = None, step: int | None = None,
-                 steps: tuple[int, int] | None = None, include_warmup: bool = False) -> Profile:
+                 steps: tuple[int, int] | None = None, include_warmup: bool = False,
+                 counters: str = "all") -> Profile:
     """Read any supported profiling export into the normalized kernel table.
 
     `rank` picks one of several `*_ascend_pt` folders (default lowest), `run` one msprof
     counter-group run (default PipeUtilization), `step`/`steps` (inclusive) the steps; by
-    default the first of several steps is excluded as warm-up.
+    default the first of several steps is excluded as warm-up. `counters="analysis"` keeps
+    only the counters the analysis reads (table.PIPE_COUNTERS and the group fingerprints),
+    which makes a large CSV read markedly cheaper; the default keeps every counter.
     """
+    if counters not in ("all", "analysis"):
+        raise ValueError(f"counters must be 'all' or 'analysis', not {counters!r}")
     user_path = str(path)
     disc = discover(Path(path).expanduser(), rank=rank, run=run)
     pol = policy()
     bad_rows = pol.get("bad_rows", {})
     samples_kept = int(bad_rows.get("samples_kept", 5))
-    result = _read(disc.unit, samples_kept)
+    keep = ANALYSIS_COUNTERS if counters == "analysis" else None
+    result = _read(disc.unit, samples_kept, keep)
     _judge(result, disc.unit, float(bad_rows.get("max_fraction", 0.10)))
 
     df = result.df
@@ -73,13 +81,13 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     return Profile(table=KernelTable(chosen.df), info=info, extras=extras)
 
 
-def _read(unit: Unit, samples_kept: int) -> ReadResult:
+def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None) -> ReadResult:
     if unit.layout == "ascend_pt_db":
         return read_db_rows(unit.files[0], _source(unit, unit.files[0]))
     if unit.layout == "trace_view":
         from .trace_reader import read_trace_rows  # json parsing only when a trace is read
         return read_trace_rows(unit.files[0], _source(unit, unit.files[0]))
-    parts = [read_csv_rows(f, _source(unit, f), samples_kept) for f in unit.files]
+    parts = [read_csv_rows(f, _source(unit, f), samples_kept, keep) for f in unit.files]
     if len(parts) == 1:
         return parts[0]
     merged = ReadResult(pl.concat([p.df for p in parts], how="diagonal_relaxed"),

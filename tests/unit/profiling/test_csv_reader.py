@@ -133,3 +133,16 @@ def test_profiler_info_metadata(tmp_path):
 import json  # noqa: E402  (used by the layout tests above)
 
 _ = pl
+
+
+def test_analysis_counters_only(level1_csv):
+    full = load_profile(level1_csv)
+    lean = load_profile(level1_csv, counters="analysis")
+    assert "aic_total_cycles" in full.table.df.columns
+    assert "aic_total_cycles" not in lean.table.df.columns
+    for col in ("aic_mte2_ratio", "aic_mac_ratio", "aic_mte2_time_us", "cube_utilization_pct",
+                "start_ns", "input_shapes", "stack"):
+        assert col in lean.table.df.columns
+    shared = [c for c in lean.table.df.columns]
+    assert lean.table.df.equals(full.table.df.select(shared))
+    assert lean.info.aic_metrics == "PipeUtilization"
