@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,8 @@ import polars as pl
 from ..errors import InputError
 from .readout import ReadResult, conform, drop_memset
 from .values import text_to_ns, to_number
+
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 MATMUL_ATEN = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul", "aten::bmm",
                "aten::baddbmm")
@@ -177,14 +180,14 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
                "core": _text(args.get("Task Type")), "start_ns": start, "dur_us": dur,
                "stream": None if stream is None else str(stream),
                "task_id": _int(args.get("Task Id")), "model_id": _int(args.get("Model Id")),
-               "stack": None, "launch_op": None, "launch_input_dims": None}
+               "stack": None, "launch_op": None, "launch_input_dims": None, "step": None}
         flow = flows.get(start)
         if flow is not None and flow[0] in cpu:
             _attach_launch(row, events, cpu[flow[0]], cpu_starts[flow[0]], flow[1])
         rows.append(row)
     if not rows:
         raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
-    df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "task_id": pl.Int64,
+    df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "task_id": pl.Int64, "step": pl.Int64,
                                               "model_id": pl.Int64, "stream": pl.Utf8,
                                               "core": pl.Utf8, "type": pl.Utf8, "stack": pl.Utf8,
                                               "launch_op": pl.Utf8, "launch_input_dims": pl.Utf8},
@@ -214,7 +217,10 @@ def _attach_launch(row: dict, events: list[dict], spans: list[_Span], starts: li
     for s in _enclosing(spans, starts, ts):
         ev = events[s.index]
         args = ev.get("args") or {}
-        if ev.get("cat") == "cpu_op":
+        step = _STEP.match(ev.get("name") or "")
+        if step:
+            row["step"] = int(step.group(1))
+        elif ev.get("cat") == "cpu_op":
             if row["launch_op"] is None:
                 row["launch_op"] = ev.get("name")
                 row["launch_input_dims"] = _join_stack(args.get("Input Dims"))
@@ -248,7 +254,9 @@ def _int(value) -> int | None:
 # ---------------------------------------------------------------- PyTorch profiler trace
 
 def _torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
-    threads = _threads(events, lambda e: e.get("cat") in ("cpu_op", "python_function"))
+    threads = _threads(events, lambda e: e.get("cat") in ("cpu_op", "python_function")
+                       and not _STEP.match(e.get("name") or ""))
+    steps = _step_spans(events)
     rows, bad = [], 0
     for (pid, tid), spans in threads.items():
         for s in spans:
@@ -269,18 +277,39 @@ def _torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
                          "stream": str(tid), "input_shapes": shapes, "input_dtypes": dtypes,
                          "output_shapes": None if out is None else ",".join(map(str, out)),
                          "output_dtypes": _first_dtype(args.get("Input type")) if out else None,
-                         "stack": _python_stack(events, spans, s)})
+                         "stack": _python_stack(events, spans, s),
+                         "step": _step_at(steps, s.start)})
     if not rows:
         raise InputError("trace holds no cpu_op events (record with "
                          "torch.profiler.profile(record_shapes=True, with_stack=True))",
                          path=str(path))
     df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "output_shapes": pl.Utf8,
+                                              "step": pl.Int64,
                                               "output_dtypes": pl.Utf8, "stack": pl.Utf8,
                                               "input_shapes": pl.Utf8, "input_dtypes": pl.Utf8},
                       infer_schema_length=None)
     df = df.with_columns(pl.lit(source).alias("source")).sort("start_ns")
     notes = [f"{source}: PyTorch profiler trace: one row per outermost cpu_op per thread"]
     return ReadResult(conform(df), rows_read=len(rows) + bad, skipped=bad, notes=notes)
+
+
+def _step_spans(events: list[dict]) -> list[tuple[int, int, int]]:
+    """(start, end, N) of every `ProfilerStep#N` marker (user_annotation or cpu_op)."""
+    out = []
+    for i, e in enumerate(events):
+        m = _STEP.match(e.get("name") or "")
+        if m and e.get("ph") == "X":
+            s = _span(e, i)
+            if s is not None:
+                out.append((s.start, s.end, int(m.group(1))))
+    return sorted(out)
+
+
+def _step_at(steps: list[tuple[int, int, int]], ts: int) -> int | None:
+    for start, end, n in steps:
+        if start <= ts <= end:
+            return n
+    return None
 
 
 def _has_cpu_op_ancestor(events: list[dict], spans: list[_Span], s: _Span) -> bool:

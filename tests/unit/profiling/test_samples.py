@@ -107,6 +107,7 @@ def test_trace_view_with_stacks(samples):
     assert row["launch_op"] == "aclnnAddmm"
     assert "torch/nn/modules/linear.py(114): forward" in row["stack"]
     assert "\r" not in row["stack"]
+    assert row["step"] == 50                                   # ProfilerStep#50 encloses the launch
     assert df["stack"].is_not_null().sum() >= 70
 
 

@@ -125,3 +125,25 @@ def test_linear_shapes_and_stacks(torch_trace):
 ])
 def test_output_dims(op, dims, out):
     assert output_dims(op, dims) == out
+
+
+def test_profiler_steps_become_steps(tmp_path):
+    torch = pytest.importorskip("torch")
+    lin = torch.nn.Linear(16, 32)
+    x = torch.randn(2, 16)
+    sched = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True, with_stack=True, acc_events=True,
+                                schedule=sched) as prof:
+        for _ in range(4):
+            lin(x)
+            lin(x)
+            prof.step()
+    path = tmp_path / "steps.json"
+    prof.export_chrome_trace(str(path))
+    p = load_profile(path)
+    assert p.info.steps_available == (1, 2) and p.info.warmup_excluded == (1,)
+    df = p.table.df
+    assert df["name"].to_list() == ["aten::linear", "aten::linear"]      # ProfilerStep is no op
+    assert df["step"].to_list() == [2, 2] and df["output_shapes"].to_list() == ["2,32"] * 2
+    assert load_profile(path, include_warmup=True).info.rows == 4
