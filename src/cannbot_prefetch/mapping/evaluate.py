@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from ..rewrite.source import Stmt, code_of, dotted
+from ..pysource import Stmt, code_of, dotted
 
 if TYPE_CHECKING:  # pragma: no cover
     from .source import ModelSource

@@ -10,7 +10,7 @@ import re
 
 import libcst as cst
 
-from ..rewrite.source import Stmt, code_of, dotted
+from ..pysource import Stmt, code_of, dotted
 from .evaluate import LinearAttr
 from .source import Event, Hop, ModelSource
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..plan import Insert, Join
-from ..rewrite.source import Stmt, dotted
+from ..pysource import Stmt, dotted
 from .source import Event, LinearAttr, ModelSource
 
 

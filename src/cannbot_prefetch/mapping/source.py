@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import libcst as cst
 
 from ..errors import InputError, SourceError
-from ..rewrite.source import ClassInfo, Method, SourceView, parse_view
+from ..pysource import ClassInfo, Method, SourceView, parse_view
 from .evaluate import LinearAttr, _assign_value, _callee_name, scan_linears
 
 __all__ = ["Event", "Hop", "LinearAttr", "ModelSource", "load_config", "load_model_source",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..plan import Site
-from .source import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
+from ..pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
 
 # kinds: "missing" = the plan names something that is not in the file (bad input, exit 2);
 #        "unsafe"  = it is there but there is no safe insertion (the site is refused, others go on)

@@ -23,7 +23,7 @@ import libcst as cst
 
 from ..plan import Site, Switch
 from .check import MISSING, Placement, Problem, locate
-from .source import ClassInfo, Method, SourceView, Stmt, code_of, dotted, parse_view
+from ..pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, parse_view
 
 MARKER = "# cannbot-prefetch: "
 _MARKED = re.compile(r"[ \t]*#[ \t]*cannbot-prefetch: [^\r\n]*\r?\n?$")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source, strip_markers
-from cannbot_prefetch.rewrite.source import dotted, parse_view
+from cannbot_prefetch.pysource import dotted, parse_view
 
 from .corpus import MODELS
 from .sites import site

@@ -1,6 +1,8 @@
 """Read-only view of one model source file: classes, methods, statements in order, with lines.
 
-libcst parses the file once; everything the rewriter decides is computed from this view, and the
+A leaf shared by mapping/ (stage 4: where is the attribute called, which statement holds the
+window op) and rewrite/ (stage 7a: where do the lines go), so both agree on statements without
+mapping importing the rewriter. libcst parses the file once; everything the rewriter decides is computed from this view, and the
 edits themselves are whole lines inserted at statement boundaries (see engine.py), so the bytes
 of every line the tool did not write stay exactly as they were.
 """
