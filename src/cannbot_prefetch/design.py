@@ -301,7 +301,7 @@ def _why(v: SiteView, t: dict[str, str]) -> str:
         return t["why_manual"]
     s = c.target
     return t["why_target"].format(type=s.type, ai=_fmt(s.ai or None), ridge=_fmt(s.ridge or None),
-                                  n=_fmt(c.per_step), mean=_fmt(c.mean_us),
+                                  n=(f"{c.per_step:g}" if c.per_step is not None else "–"), mean=_fmt(c.mean_us),
                                   measured=s.measured_verdict or "–")
 
 

@@ -291,12 +291,17 @@ def _site_id(m: Mapped) -> str:
 
 
 def _rel(path: str, out_dir: str | None) -> str:
+    """Relative to the plan's folder when the two share a project (so a plan moves with it);
+    absolute for files elsewhere (an installed package), where `../../..` would only confuse.
+    At most one `..`: `OUT/` beside `models/` is the common layout."""
+    full = Path(path).resolve()
     if not out_dir:
-        return str(Path(path).resolve())
+        return str(full)
     try:
-        return os.path.relpath(Path(path).resolve(), Path(out_dir).resolve())
+        rel = os.path.relpath(full, Path(out_dir).resolve())
     except ValueError:
-        return str(Path(path).resolve())
+        return str(full)
+    return str(full) if rel.startswith(os.pardir + os.sep + os.pardir + os.sep) else rel
 
 
 def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Site:
