@@ -9,8 +9,6 @@ are dropped and counted with `file:line` samples; the caller judges whether the 
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -18,11 +16,12 @@ import polars as pl
 
 from ..errors import InputError
 from . import columns as C
+from .csv_ragged import FIELDS as _FIELDS
+from .csv_ragged import LINE as _LINE
+from .csv_ragged import read_text_frame, read_with_csv_module
 from .readout import ReadResult, conform, memset_mask
 from .values import NULL_TOKENS, clean_text, strip_prefix, to_float, to_int, us_text_to_ns
 
-_LINE = "__line"
-_FIELDS = "__fields"
 _SAMPLE_ROWS = 2000
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 _READ = dict(infer_schema=False, encoding="utf8-lossy")
@@ -61,7 +60,7 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
             frame = _collect_fast(path, specs, native=False)
         raw = None
     except _Ragged:
-        raw = _read_text_frame(path, cols)
+        raw = read_text_frame(path, cols)
         frame = raw.select(_frame_exprs(specs, ragged=True, width=len(every)))
     frame = frame.filter(~pl.col("__blank")).drop("__blank", "__lastnull", strict=False)
     rows_read = frame.height
@@ -101,7 +100,7 @@ def _read_sample(path: Path) -> pl.DataFrame:
     except pl.exceptions.NoDataError:
         raise InputError("empty file", path=str(path)) from None
     except _POLARS_ERRORS:
-        df = _read_with_csv_module(path, limit=_SAMPLE_ROWS).drop(_LINE, _FIELDS)
+        df = read_with_csv_module(path, limit=_SAMPLE_ROWS).drop(_LINE, _FIELDS)
     if df.width == 0:
         raise InputError("empty file", path=str(path))
     return df
@@ -132,72 +131,6 @@ def _collect_fast(path: Path, specs: list[_Spec], native: bool) -> pl.DataFrame:
     if frame.width and frame["__lastnull"].any():
         raise _Ragged()
     return frame if frame["row"].is_sorted() else frame.sort("row")
-
-
-def _read_text_frame(path: Path, cols: list[str]) -> pl.DataFrame:
-    """Eager text frame with `__line` and `__fields` (quote-aware field count per line)."""
-    try:
-        df = pl.read_csv(path, truncate_ragged_lines=True, **_READ)
-        counts = _field_counts(path)
-    except _POLARS_ERRORS:
-        return _read_with_csv_module(path)
-    if counts is None or counts.len() != df.height or list(df.columns) != cols:
-        return _read_with_csv_module(path)
-    return df.with_columns(counts, pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(_LINE))
-
-
-def _field_counts(path: Path) -> pl.Series | None:
-    """Fields per data line (null for blank lines): drop quoted runs, count commas."""
-    lines = pl.read_csv(path, has_header=False, separator="\x1f", quote_char=None,
-                        infer_schema=False, truncate_ragged_lines=True,
-                        encoding="utf8-lossy", new_columns=["l"])
-    body = lines["l"].slice(1)
-    unquoted = body.str.replace_all(r'"[^"]*"', "")
-    return (unquoted.str.count_matches(",") + 1).cast(pl.Int64).alias(_FIELDS)
-
-
-def _read_with_csv_module(path: Path, limit: int | None = None) -> pl.DataFrame:
-    """Fallback for files polars refuses (stray quotes): lenient, exact line numbers, slow."""
-    try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except (StopIteration, csv.Error):
-        raise InputError("empty file", path=str(path)) from None
-    if not header:
-        raise InputError("empty header line", path=str(path))
-    width = len(header)
-    cols: list[list[str | None]] = [[] for _ in range(width)]
-    lines, fields = [], []
-    while limit is None or len(lines) < limit:
-        try:
-            rec = next(reader)
-        except StopIteration:
-            break
-        except csv.Error:
-            rec = ["<unparseable>"]
-        lines.append(reader.line_num)
-        fields.append(len(rec) if rec else None)
-        for i in range(width):
-            cols[i].append(rec[i] if i < len(rec) and rec[i] != "" else None)
-    names = _dedupe([h if h else f"column_{i + 1}" for i, h in enumerate(header)])
-    data = {n: pl.Series(n, c, dtype=pl.Utf8) for n, c in zip(names, cols)}
-    data[_LINE] = pl.Series(_LINE, lines, dtype=pl.Int64)
-    data[_FIELDS] = pl.Series(_FIELDS, fields, dtype=pl.Int64)
-    return pl.DataFrame(data)
-
-
-def _dedupe(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for n in names:
-        k = seen.get(n, 0)
-        out.append(n if k == 0 else f"{n}_duplicated_{k - 1}")
-        seen[n] = k + 1
-    return out
 
 
 # ---------------------------------------------------------------- planning

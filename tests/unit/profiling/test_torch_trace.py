@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from cannbot_prefetch.profiling.load import load_profile
-from cannbot_prefetch.profiling.trace_reader import output_dims
+from cannbot_prefetch.profiling.torch_trace import output_dims
 
 HIDDEN, INTER, TOKENS = 64, 160, 4
 
