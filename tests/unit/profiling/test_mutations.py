@@ -174,3 +174,42 @@ def test_mutated_db_loads_or_input_error(samples, rnd, kind):
             con.commit()
             con.close()
         _load_checked(path)
+
+
+@st.composite
+def folder_mutation(draw):
+    target = draw(st.sampled_from(["profiler_info", "info_json", "kernel_details", "remove_csv",
+                                   "step_trace_time"]))
+    return target, draw(st.randoms(use_true_random=False)), draw(GARBAGE)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(folder_mutation())
+def test_mutated_profile_folder_loads_or_input_error(samples, mutation):
+    """A copied ascend_pt folder (plus an msprof info.json) with one file damaged."""
+    target, rnd, garbage = mutation
+    src = samples / "msinsight/pytorch_text_level0/rank0_ascend_pt"
+    info_src = next((samples / "vllm-ascend-msprof-group").rglob("info.json.0"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "job_1_2_ascend_pt"
+        out = root / "ASCEND_PROFILER_OUTPUT"
+        out.mkdir(parents=True)
+        for name in ("kernel_details.csv", "step_trace_time.csv"):
+            shutil.copyfile(src / "ASCEND_PROFILER_OUTPUT" / name, out / name)
+        shutil.copyfile(src / "profiler_info_0.json", root / "profiler_info_0.json")
+        (root / "PROF_1" / "device_0").mkdir(parents=True)
+        shutil.copyfile(info_src, root / "PROF_1" / "device_0" / "info.json.0")
+        victim = {"profiler_info": root / "profiler_info_0.json",
+                  "info_json": root / "PROF_1" / "device_0" / "info.json.0",
+                  "kernel_details": out / "kernel_details.csv",
+                  "step_trace_time": out / "step_trace_time.csv"}.get(target)
+        if victim is None:
+            (out / "kernel_details.csv").unlink()
+        else:
+            text = victim.read_text()
+            cut = rnd.randrange(len(text) + 1)
+            victim.write_text(text[:cut] + garbage + text[cut + rnd.randrange(0, 40):])
+        p = _load_checked(Path(tmp))
+        if p is not None and target in ("profiler_info", "step_trace_time"):
+            assert p.info.rows > 100               # damaged metadata never costs the kernels
