@@ -41,7 +41,14 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
     "stack": pl.Utf8,           # call stack "file(line): func;..." innermost first, when known
 }
 
-# Counter columns the analysis reads by name (others are kept too, with normalized names).
+# Extra columns some layouts add after BASE_SCHEMA (absent where the source has nothing):
+#  model_id, mix_block_dim (Int64), op_state, hf32_eligible, context_id (text) from the CSVs;
+#  launch_op (the torch op that launched a kernel, e.g. "aclnnAddmm") and, in traces,
+#  launch_input_dims, from trace_view flows or the DB's PYTORCH_API; unknown text columns of
+#  newer exports keep their normalized header name.
+
+# Counter columns the analysis reads by name (others are kept too, with normalized names;
+# load_profile(..., counters="analysis") reads only these and the counter-group fingerprints).
 PIPE_COUNTERS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_mte2_time_us", "aic_mac_time_us",
                  "aicore_time_us", "aiv_mte2_ratio", "aiv_vec_ratio", "cube_utilization_pct")
 
