@@ -169,6 +169,12 @@ def _choose_rank(units: list[Unit], rank: int | None, path: Path) -> Discovery:
         numbered.append((r if r is not None else i, u))
     numbered.sort(key=lambda t: t[0])
     ranks = tuple(r for r, _ in numbered)
+    if len(set(ranks)) != len(ranks):
+        shown = ", ".join(str(u.root.relative_to(path)) if u.root != path else u.root.name
+                          for _, u in numbered[:8])
+        raise InputError(f"{len(numbered)} separate profiles found here, not the ranks of one "
+                         f"job (rank numbers repeat): {shown}", path=str(path),
+                         hint="pass one profile folder")
     if rank is None:
         chosen_rank, unit = numbered[0]
     else:

@@ -225,3 +225,18 @@ def test_every_sample_loads(samples, rel):
     assert df["start_ns"].null_count() == 0 and df["dur_us"].min() >= 0
     assert df["name"].null_count() == 0
     assert not df["name"].str.ends_with("_MemSet").any()
+
+
+@pytest.mark.parametrize("rel, match", [
+    ("mstt/cluster_analysis_output/cluster_step_trace_time.csv", "required column"),
+    (f"{L1}/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv", "required column"),
+    (f"{MSI}/pytorch_db_level1/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/analysis.db",
+     "not a torch_npu profiler DB"),
+    (f"{L1}/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/communication.json", "not a Chrome trace"),
+    (MSI, "separate profiles found here"),
+])
+def test_files_that_are_not_kernel_tables(samples, rel, match):
+    from cannbot_prefetch.errors import InputError
+    with pytest.raises(InputError, match=match) as info:
+        load_profile(samples / rel)
+    assert str(samples / rel) in str(info.value)
