@@ -58,9 +58,7 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     extras = find_companions(disc.unit)
     if layout in ("ascend_pt", "kernel_csv") and extras.get("trace_view") \
             and df["stack"].null_count() == df.height:
-        df, attached = attach_trace_stacks(df, Path(extras["trace_view"]))
-        if attached:
-            notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
+        df = _borrow_stacks(df, Path(extras["trace_view"]), pol, notes)
 
     exclude_first = bool(pol.get("steps", {}).get("exclude_first_as_warmup", True))
     chosen = select_steps(df, user_path, step=step, steps=steps, include_warmup=include_warmup,
@@ -79,6 +77,20 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
         soc=meta.soc, cube_cores=meta.cube_cores, vector_cores=meta.vector_cores,
         freq_mhz=meta.freq_mhz, notes=tuple(notes))
     return Profile(table=KernelTable(chosen.df), info=info, extras=extras)
+
+
+def _borrow_stacks(df: pl.DataFrame, trace: Path, pol: dict, notes: list[str]) -> pl.DataFrame:
+    """Stacks from the trace_view.json beside a kernel table, unless it is too big to parse."""
+    limit_mb = float(pol.get("profiling", {}).get("max_trace_mb", 512))
+    size_mb = trace.stat().st_size / 1e6
+    if size_mb > limit_mb:
+        notes.append(f"trace_view.json is {size_mb:.0f} MB (> {limit_mb:.0f} MB): call stacks "
+                     "not attached; export a shorter profile or pass the trace to map by stack")
+        return df
+    df, attached = attach_trace_stacks(df, trace)
+    if attached:
+        notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
+    return df
 
 
 def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None) -> ReadResult:
