@@ -19,7 +19,8 @@ import polars as pl
 #  - start_ns: integer nanoseconds parsed as a decimal (never via float)
 #  - type/core/stream: null where the source says N/A (Level0 Type, HCCL Stream ID)
 BASE_SCHEMA: dict[str, pl.DataType] = {
-    "row": pl.Int64,            # 1-based line number in the source file (header is line 1)
+    "row": pl.Int64,            # CSV: line number in the file (header is line 1);
+                                # DB: task ordinal; trace: event index in the JSON
     "source": pl.Utf8,          # file the row came from (name relative to the profile root)
     "step": pl.Int64,           # Step Id, null when the export has none
     "device": pl.Int64,         # Device_id, null when absent
