@@ -80,8 +80,9 @@ ACL_METRICS = {
 
 
 def clean_header(header: str) -> str:
-    """A header cell as written, minus the quotes/TABs/CR some exports leave around it."""
-    return header.strip().strip('"').strip()
+    """A header cell as written, minus the quotes/TABs/CR (and a UTF-8 BOM on the first cell)
+    some exports and editors leave around it."""
+    return header.lstrip("\ufeff").strip().strip('"').strip()
 
 
 def canonical(header: str) -> str | None:

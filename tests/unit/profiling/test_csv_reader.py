@@ -146,3 +146,11 @@ def test_analysis_counters_only(level1_csv):
     shared = [c for c in lean.table.df.columns]
     assert lean.table.df.equals(full.table.df.select(shared))
     assert lean.info.aic_metrics == "PipeUtilization"
+
+
+def test_utf8_bom_and_quoted_header(tmp_path):
+    header = '\ufeff"Step Id",Name,Type,Accelerator Core,"Start Time(us)",Duration(us)'
+    rows = ["7,aclnnMm_MatMulCommon_MatMulV3,MatMulV3,AI_CORE,1736408883716197.363\t,12.5"]
+    p = load_profile(write_csv(tmp_path / "kernel_details.csv", header, rows))
+    row = p.table.df.row(0, named=True)
+    assert row["step"] == 7 and row["start_ns"] == 1736408883716197363 and row["dur_us"] == 12.5
