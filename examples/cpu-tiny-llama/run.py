@@ -290,8 +290,8 @@ def report(r: Runner, plan: Path, trace: Path, verify_result: Path | None) -> No
     rep_dir = r.out / "report"
     rep_dir.mkdir(parents=True, exist_ok=True)
     md = rep_dir / "report.md"
-    args = ["report", "--plan", str(plan), "--baseline", str(trace), "--out", str(md),
-            "--lang", r.lang]
+    args = ["report", "--plan", str(plan), "--baseline", str(trace), "--hardware", "cpu",
+            "--out", str(md), "--lang", r.lang]
     if verify_result is not None:
         args += ["--verify-result", str(verify_result)]
     r.cli(st, args)

@@ -103,7 +103,8 @@ def test_apply_rewrites_the_copy_only(run):
     assert (run["out"] / "src" / "_cannbot_prefetch.py").exists()
     assert (run["out"] / "apply_diff.txt").read_text().strip()
     assert _sha(EXAMPLE / "model.py") == run["model_sha_before"]   # committed model untouched
-    assert "enable_prefetch" not in (EXAMPLE / "model.py").read_text()
+    committed = (EXAMPLE / "model.py").read_text()
+    assert "self.enable_prefetch" not in committed and "# cannbot-prefetch:" not in committed
 
 
 def test_verify_passes(run):
