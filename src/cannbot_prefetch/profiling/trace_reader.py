@@ -9,6 +9,7 @@ readers walk them in Python.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -73,6 +74,7 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
         rows.append(row)
     if not rows:
         raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
+    rows.extend(_communication_rows(events, procs))
     df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "task_id": pl.Int64, "step": pl.Int64,
                                               "model_id": pl.Int64, "stream": pl.Utf8,
                                               "core": pl.Utf8, "type": pl.Utf8, "stack": pl.Utf8,
@@ -87,6 +89,28 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
     notes.append(f"{source}: call stacks attached to {linked} of {df.height} kernels via async_npu flows")
     return ReadResult(conform(df.sort("start_ns")), rows_read=len(kernels), skipped=bad,
                       samples=samples, notes=notes)
+
+
+def _communication_rows(events: list[dict], procs: dict) -> list[dict]:
+    """HCCL ops as kernel_details shows them (core HCCL, no stream): the events on the HCCL
+    process's "Group N Communication" threads; the "Plane" threads hold their sub-tasks."""
+    hccl = {pid for pid, name in procs.items() if name == "HCCL"}
+    op_threads = {(e.get("pid"), e.get("tid")) for e in events
+                  if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in hccl
+                  and "Communication" in str(e["args"].get("name", ""))}
+    rows = []
+    for i, e in enumerate(events):
+        if e.get("ph") != "X" or (e.get("pid"), e.get("tid")) not in op_threads or not e.get("name"):
+            continue
+        start, dur = text_to_ns(e.get("ts")), to_number(e.get("dur"))
+        if start is None or dur is None or dur < 0:
+            continue
+        m = re.match(r"^(hcom_[A-Za-z]+_)", e["name"])
+        rows.append({"row": i, "name": e["name"], "type": m.group(1) if m else e["name"],
+                     "core": "HCCL", "start_ns": start, "dur_us": dur, "stream": None,
+                     "task_id": None, "model_id": None, "stack": None, "launch_op": None,
+                     "launch_input_dims": None, "step": None})
+    return rows
 
 
 def _flow_id(value) -> int | None:

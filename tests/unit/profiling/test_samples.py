@@ -108,6 +108,9 @@ def test_trace_view_with_stacks(samples):
     assert "torch/nn/modules/linear.py(114): forward" in row["stack"]
     assert "\r" not in row["stack"]
     assert row["step"] == 50                                   # ProfilerStep#50 encloses the launch
+    hccl = df.filter(pl.col("core") == "HCCL")                 # "Group 0 Communication" ops
+    assert hccl.height == 4 and set(hccl["type"]) == {"hcom_allReduce_"}
+    assert hccl["stream"].null_count() == 4
     assert df["stack"].is_not_null().sum() >= 70
 
 
