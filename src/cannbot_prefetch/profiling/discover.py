@@ -67,7 +67,7 @@ def file_unit(path: Path) -> Unit:
     name = path.name.lower()
     if name.endswith(".db"):
         return Unit(path.parent, "file", (path,), "ascend_pt_db")
-    if name.endswith(".json"):
+    if name.endswith((".json", ".json.gz")):
         return Unit(path.parent, "file", (path,), "trace_view")  # reader tells torch from Ascend
     if name.startswith("op_summary"):
         return Unit(path.parent, "file", (path,), "op_summary_csv")

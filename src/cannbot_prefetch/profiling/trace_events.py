@@ -8,8 +8,10 @@ so every digit reaches the ns conversion.
 from __future__ import annotations
 
 import bisect
+import gzip
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,11 +31,13 @@ class Span:
 
 def load_trace_events(path: Path) -> tuple[list[dict], str]:
     """Parse a trace file -> (events, flavour 'ascend' | 'torch'); InputError if not a trace."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
             data = json.load(fh, parse_float=str)  # keep every digit of µs timestamps
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"cannot read ({getattr(exc, 'strerror', None) or exc})",
+                         path=str(path)) from None
     except ValueError as exc:
         raise InputError(f"not valid JSON ({exc})", path=str(path)) from None
     if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):

@@ -147,3 +147,16 @@ def test_profiler_steps_become_steps(tmp_path):
     assert df["name"].to_list() == ["aten::linear", "aten::linear"]      # ProfilerStep is no op
     assert df["step"].to_list() == [2, 2] and df["output_shapes"].to_list() == ["2,32"] * 2
     assert load_profile(path, include_warmup=True).info.rows == 4
+
+
+def test_gzipped_trace(torch_trace, tmp_path):
+    import gzip
+    gz = tmp_path / "trace.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(torch_trace.read_bytes()))
+    assert load_profile(gz).table.df.equals(load_profile(torch_trace).table.df.with_columns(
+        pl.lit(gz.name).alias("source")))
+    bad = tmp_path / "broken.json.gz"
+    bad.write_bytes(gzip.compress(torch_trace.read_bytes())[:200])
+    from cannbot_prefetch.errors import InputError
+    with pytest.raises(InputError, match="broken.json.gz"):
+        load_profile(bad)
