@@ -71,6 +71,27 @@ def model_src(ex: Example) -> tuple[list[str], Path]:
     return ["--model-src", str(src), "--src-map", f"{RECORDING_SITE}={site_packages()}"], src
 
 
+def _source_lines() -> dict:
+    path = REPO / "examples" / "synth" / "source_lines.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def pinned_transformers() -> str | None:
+    return _source_lines().get("transformers_version")
+
+
+def pinned_source_sha(ex: Example) -> str | None:
+    """sha256 of the modeling file the generated stacks were made from (examples/synth)."""
+    key = f"transformers/models/{ex.module}/modeling_{ex.module}.py"
+    return _source_lines().get("sha256", {}).get(key)
+
+
+def sha256_of(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def normalize(text: str, out: Path) -> str:
     from cannbot_prefetch import __version__
 

@@ -28,6 +28,10 @@ def fresh(request, tmp_path_factory):
     _, src = eo.model_src(ex)
     if not src.exists():
         pytest.skip(f"model source {src} not installed")
+    pinned = eo.pinned_source_sha(ex)
+    if pinned and eo.sha256_of(src) != pinned:
+        pytest.skip(f"{src.name} differs from the one the generated call stacks were made for "
+                    f"(transformers {eo.pinned_transformers()}): mapping would differ")
     out = tmp_path_factory.mktemp(ex.name)
     codes = eo.run(ex, out)
     return ex, dest, out, codes
