@@ -122,7 +122,7 @@ def _as_unit(path: Path) -> Unit | None:
 
 def _loose_file(path: Path) -> Unit | None:
     for pattern in ("kernel_details*.csv", "op_summary*.csv", "ascend_pytorch_profiler*.db",
-                    "trace_view.json"):
+                    "trace_view.json", "*.pt.trace.json", "*.pt.trace.json.gz"):
         hits = sorted(path.glob(pattern))
         if hits:
             return file_unit(hits[0])

@@ -15,6 +15,7 @@ import polars as pl
 from ..errors import InputError
 from .readout import ReadResult, conform
 from .trace_events import STEP_MARKER, Span, span, threads
+from .values import to_int64
 
 MATMUL_ATEN = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul", "aten::bmm",
                "aten::baddbmm")
@@ -188,7 +189,4 @@ def _matmul(a: list[int], b: list[int]) -> list[int] | None:
 
 
 def _int(value) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
+    return to_int64(value)

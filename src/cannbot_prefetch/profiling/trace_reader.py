@@ -19,7 +19,7 @@ from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
 from .trace_events import (STEP_MARKER, Span, enclosing, join_stack, load_trace_events,
                            process_names, threads)
-from .values import text_to_ns, to_number
+from .values import text_to_ns, to_int64, to_number
 
 __all__ = ["read_trace_rows", "output_dims"]
 
@@ -114,10 +114,7 @@ def _communication_rows(events: list[dict], procs: dict) -> list[dict]:
 
 
 def _flow_id(value) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
+    return to_int64(value)
 
 
 def _attach_launch(row: dict, events: list[dict], spans: list[Span], starts: list[int],
@@ -155,7 +152,4 @@ def _text(value) -> str | None:
 
 
 def _int(value) -> int | None:
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
+    return to_int64(value)

@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 import polars as pl
 
 _TRIM = ' \t\r\n"'
+_MAX_US = Decimal(9_000_000_000_000_000)  # x1000 still fits int64 ns
 NULL_TOKENS = ("N/A", "NA", "n/a", "None", "NULL", "null", "")
 
 
@@ -63,9 +64,18 @@ def text_to_ns(value: object) -> int | None:
         dec = Decimal(text)
     except InvalidOperation:
         return None
-    if not dec.is_finite():
+    if not dec.is_finite() or not 0 <= dec < _MAX_US:
         return None
-    return int((dec * 1000).to_integral_value(rounding="ROUND_FLOOR"))
+    return int((dec * 1000).to_integral_value(rounding="ROUND_HALF_EVEN"))
+
+
+def to_int64(value: object) -> int | None:
+    """A JSON cell -> int that fits Int64, or None."""
+    try:
+        out = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return out if -(2 ** 63) <= out < 2 ** 63 else None
 
 
 def to_number(value: object) -> float | None:

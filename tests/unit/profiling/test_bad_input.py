@@ -129,3 +129,16 @@ def test_step_selection_errors_name_available_steps(level1_csv):
         load_profile(level1_csv, step=99)
     with pytest.raises(InputError, match="steps available: 10, 11, 12"):
         load_profile(level1_csv, steps=(20, 30))
+
+
+def test_trace_with_absurd_numbers(tmp_path):
+    hw = {"ph": "M", "name": "process_name", "pid": 9, "args": {"name": "Ascend Hardware"}}
+    ok = {"ph": "X", "pid": 9, "tid": 2, "name": "aclnnMm_MatMulCommon_MatMulV3",
+          "ts": "1736408883716197.363", "dur": 5.5, "args": {"Task Id": "9" * 40}}
+    bad = dict(ok, ts="1e400")
+    f = tmp_path / "trace_view.json"
+    f.write_text(json.dumps([hw, ok, bad] + [dict(ok, ts=f"17364088837162{k:02d}.5")
+                                             for k in range(20)]))
+    p = load_profile(f)
+    assert p.info.rows == 21 and p.info.rows_skipped == 1
+    assert p.table.df["task_id"].null_count() == 21 and p.table.df["type"][0] == "MatMulV3"
