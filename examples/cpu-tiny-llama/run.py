@@ -22,7 +22,8 @@ benefit model; measured gains need the A/B script on an Ascend NPU. What this ex
 that every stage runs on a real PyTorch profile of a real model, and that the rewritten model
 gives bit-identical outputs with the switch off and on.
 
-Exit code: 0 when every stage did what it should, 1 otherwise; OUT/run_summary.json records each
+Exit code: 0 when every stage did what it should (including the honest stop when analyze plans
+no site: apply/verify/report are then marked "stopped"), 1 otherwise; OUT/run_summary.json records each
 stage (command, exit code, files, status).
 """
 
@@ -53,7 +54,7 @@ class Stage:
     name: str
     command: list[str] = field(default_factory=list)
     rc: int | None = None
-    status: str = "pending"           # ok | failed | skipped | not-built
+    status: str = "pending"           # ok | failed | skipped | stopped (no safe window) | not-built
     files: list[str] = field(default_factory=list)
     detail: str = ""
     seconds: float = 0.0
@@ -123,10 +124,10 @@ class Runner:
                 st.status, st.detail = "failed", f"expected file missing: {p}"
                 print(f"  MISSING {p}", flush=True)
 
-    def skip(self, name: str, why: str) -> None:
+    def skip(self, name: str, why: str, status: str = "skipped") -> None:
         st = self.begin(name)
-        st.status, st.detail = "skipped", why
-        print(f"  skipped: {why}", flush=True)
+        st.status, st.detail = status, why
+        print(f"  {status}: {why}", flush=True)
 
     def summary(self) -> int:
         print("\nsummary", flush=True)
@@ -137,7 +138,7 @@ class Runner:
         path.write_text(json.dumps({"stages": [asdict(s) for s in self.stages]}, indent=2),
                         encoding="utf-8")
         print(f"  wrote {path}", flush=True)
-        return 0 if all(s.status == "ok" for s in self.stages) else 1
+        return 0 if all(s.status in ("ok", "stopped") for s in self.stages) else 1
 
 
 def _quote(a: str) -> str:
@@ -241,11 +242,21 @@ def analyze(r: Runner, trace: Path, model_copy: Path, config_path: Path) -> Path
               flush=True)
     plan = plan_dir / "prefetch_plan.yaml"
     if not plan.exists():
-        st.status = "failed"
-        st.detail = "no plan written: no safe window for any target (see analyze.json rejections)"
-        print(f"  {st.detail}", flush=True)
+        st.status, st.detail = "failed", f"analyze exited 0 but wrote no {plan}"
         return None
     r.wrote(st, plan, plan_dir / "prefetch_design.md")
+    planned = [c for c in doc.get("candidates", []) if c.get("planned")]
+    for c in doc.get("candidates", []):
+        w = c.get("window") or {}
+        print(f"    {'planned' if c.get('planned') else 'listed '} {c.get('target')}: window "
+              f"{w.get('branch')} {w.get('ops')} {w.get('time_us')} us, max_size {c.get('max_size')} B "
+              f"(bound by {c.get('bound_by')}){'' if c.get('planned') else ' - ' + str(c.get('reason'))}",
+              flush=True)
+    if not planned:
+        # The workflow's honest exit: no safe window, so nothing is forced into the model.
+        st.detail = "no site planned (no safe window / unmapped / not worth it): the workflow stops here"
+        print(f"  {st.detail}", flush=True)
+        return None
     return plan
 
 
@@ -329,8 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         plan = analyze(r, trace, model_copy, config_path)
     if plan is None:
+        stopped = r.stages[-1].name == "analyze" and r.stages[-1].status == "ok"
         for name in ("apply", "verify", "report"):
-            r.skip(name, "needs a plan from analyze")
+            if stopped:
+                r.skip(name, "analyze planned no site: nothing to apply", status="stopped")
+            else:
+                r.skip(name, "needs a plan from analyze")
         return r.summary()
     applied = apply(r, plan, model_copy)
     verify_result = verify(r, plan) if applied else None

@@ -47,6 +47,8 @@ def _stage(run, name):
         pytest.fail(f"stage {name} missing from run_summary.json\n{run['proc'].stdout[-3000:]}")
     if st["status"] == "not-built":
         pytest.skip(f"{name}: command not built yet ({st['detail']})")
+    if st["status"] == "stopped":
+        pytest.skip(f"{name}: the workflow stopped honestly before it ({st['detail']})")
     if st["status"] == "skipped":
         pytest.skip(f"{name}: skipped because an earlier stage did not finish ({st['detail']})")
     assert st["status"] == "ok", f"{name}: {st['detail']}\n{run['proc'].stdout[-4000:]}"
@@ -90,7 +92,13 @@ def test_analyze_writes_plan_and_design(run):
     assert any(s["verdict"] == "memory-bound" for s in doc["signatures"])
     plan = run["out"] / "plan" / "prefetch_plan.yaml"
     assert plan.exists() and (run["out"] / "plan" / "prefetch_design.md").exists()
-    assert doc["candidates"], doc["rejections"]
+    planned = [c for c in doc["candidates"] if c.get("planned")]
+    # CPU timings decide the windows: when nothing qualifies the workflow must stop and say why.
+    assert planned or doc["rejections"], doc
+    if not planned:
+        assert run["stages"]["apply"]["status"] == "stopped"
+    for c in planned:
+        assert c["max_size"] > 0 and c["window"]["branch"] in ("3a", "3b")
 
 
 def test_apply_rewrites_the_copy_only(run):
@@ -124,5 +132,5 @@ def test_report_expected_gain_files(run):
 
 def test_runner_exit_code_matches_stages(run):
     statuses = [run["stages"][s]["status"] for s in STAGES if s in run["stages"]]
-    expected = 0 if all(s == "ok" for s in statuses) else 1
+    expected = 0 if all(s in ("ok", "stopped") for s in statuses) else 1
     assert run["proc"].returncode == expected, run["proc"].stdout[-2000:]
