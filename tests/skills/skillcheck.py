@@ -214,8 +214,10 @@ def _tokens(cmd: str) -> list[str]:
         toks = cmd.split()
     out = []
     for t in toks:
+        if t in ("|", "||", "&&", ";", ">", ">>", "2>", "2>&1", "<") or t.startswith(("2>", ">")):
+            break                                   # a shell pipe or redirect ends the command
         t = t.strip("[](){},;；，。、")
-        if t in ("...", "…", "|", ""):
+        if t == "":
             continue
         out.append(t)
     return out
@@ -231,6 +233,8 @@ def _check_from(tree: CliTree, path: tuple[str, ...], toks: list[str], cmd: str)
     i = 0
     while path in tree.groups and i < len(toks):
         tok = toks[i]
+        if tok in ("...", "…"):
+            return errors, []                       # `cannbot ...`: any command, nothing to check
         if tok.startswith("-"):
             name = tok.split("=", 1)[0]
             if name not in tree.options[path]:
@@ -253,6 +257,8 @@ def _check_from(tree: CliTree, path: tuple[str, ...], toks: list[str], cmd: str)
     if path in tree.unbuilt:
         return errors, [f"{' '.join(path)} is not built yet (in: {cmd})"]
     for tok in toks[i:]:
+        if tok in ("...", "…"):
+            continue
         if tok.startswith("--") or re.fullmatch(r"-[A-Za-z]", tok):
             name = tok.split("=", 1)[0]
             if name not in tree.options[path]:

@@ -195,3 +195,11 @@ def test_report_actions_named_by_the_skill_exist():
     table = text[text.index("## 第五步"):text.index("## 输出要求")]
     named = set(re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.M)) - {"action"}
     assert named == set(ACTIONS)
+
+
+def test_shell_pipes_and_placeholders_are_not_commands(tree):
+    text = "Run `cannbot ... | head` or `cannbot prefetch analyze P --json | jq .notes` or\n" \
+           "`cannbot prefetch hardware list > out.txt`."
+    assert sc.check_text(tree, text, "pipes") == ([], [])
+    bad = "`cannbot prefetch analyze P --jsn | jq .`"
+    assert any("--jsn" in e for e in sc.check_text(tree, bad, "pipes")[0])
