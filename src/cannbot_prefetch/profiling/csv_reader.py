@@ -220,6 +220,9 @@ def _flag_bad(frame: pl.DataFrame, specs: list[_Spec]) -> pl.DataFrame:
     flags += [pl.col(s.name) < 0 for s in specs if s.name in C.REQUIRED and s.kind != "text"]
     flags += [pl.col(f"__p:{s.name}") & pl.col(s.name).is_null()
               for s in specs if f"__p:{s.name}" in frame.columns and s.name not in C.REQUIRED]
+    # inf / nan ("1e400", "nan") parse as floats but are no measurement
+    flags += [~pl.col(s.name).is_finite().fill_null(True)
+              for s in specs if frame.schema.get(s.name) == pl.Float64]
     if "__ragged" in frame.columns:
         flags.append(pl.col("__ragged"))
     masks = [c for c in frame.columns if c.startswith("__p:") or c == "__ragged"]
@@ -284,9 +287,11 @@ def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
             bad = value.is_null()
             if s.kind != "text":
                 bad = bad | (value < 0)
+            if s.kind in ("float", "counter"):
+                bad = bad | ~value.is_finite().fill_null(True)
         elif s.kind in ("int", "float", "counter"):
             present = pl.col(s.col).is_not_null() & ~_text(s).is_in(NULL_TOKENS)
-            bad = present & value.is_null()
+            bad = present & (value.is_null() | ~value.is_finite().fill_null(True))
         else:
             continue
         out.append((s.col, bad))

@@ -142,3 +142,13 @@ def test_trace_with_absurd_numbers(tmp_path):
     p = load_profile(f)
     assert p.info.rows == 21 and p.info.rows_skipped == 1
     assert p.table.df["task_id"].null_count() == 21 and p.table.df["type"][0] == "MatMulV3"
+
+
+def test_infinite_and_nan_numbers_are_damage(tmp_path):
+    rows = [level1_row(1, f"1736408883716{k:03d}.5\t", task=k) for k in range(30)]
+    rows[4] = rows[4].replace(",10.5,", ",1e400,")          # duration overflows to inf
+    rows[8] = rows[8].replace(",0.9,", ",nan,")             # counter NaN
+    p = load_profile(write_csv(tmp_path / "kernel_details.csv", LEVEL1_HEADER, rows))
+    assert p.info.rows_skipped == 2 and p.info.rows == 28
+    assert [s.split(":")[1] for s in p.info.skipped_samples] == ["6", "10"]
+    assert p.table.df["dur_us"].is_finite().all()
