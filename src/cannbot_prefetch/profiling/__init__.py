@@ -1,1 +1,17 @@
-"""Stage 1: a profiling export (any layout, any version) -> one normalized KernelTable."""
+"""Stage 1: a profiling export (any layout, any version) -> one normalized KernelTable.
+
+Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup=, counters=)`.
+  discover.py     which files a path means (ranks, msprof runs, slices, old/new layouts)
+  columns.py      the one header-alias table, counter names, counter-group fingerprints
+  values.py       vectorized value cleanup (quotes, N/A, DT_/FORMAT_, decimal µs -> ns)
+  csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_ragged.py for
+                  files whose rows do not match the header
+  db_reader.py    torch_npu DB export (sqlite, read-only)
+  trace_events.py / trace_reader.py / torch_trace.py   Chrome traces (Ascend, PyTorch)
+  stacks.py       stacks for kernel_details rows from the trace_view beside them
+  metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock
+  steps.py        step selection, warm-up exclusion
+  companions.py   step_trace_time.csv and l2_cache.csv for the report stage
+  table.py        the normalized schema (KernelTable, ProfileInfo, Profile)
+Rows come in source order for CSV exports and in start order for DB and trace exports.
+"""
