@@ -70,8 +70,9 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     else:
         from .profiling.load import load_profile
 
+        # Only the counters the analysis reads: the parser skips the rest (half the time).
         profile = load_profile(opts.profile, rank=opts.rank, run=opts.run, step=opts.step,
-                               steps=opts.steps)
+                               steps=opts.steps, counters="analysis")
 
     info = profile.info if profile is not None else None
     hw = hwmod.resolve(opts.hardware, info)
