@@ -4,6 +4,12 @@ One row per outermost `cpu_op` per thread, so an aten::addmm inside aten::linear
 counted twice; MatMul-like aten ops get output shapes from their input dims (linear weight is
 [N, K]) and the enclosing `python_function` frames, innermost first, become the stack.
 `ProfilerStep#N` markers give the step and are not ops.
+
+A trace recorded with a device (CUDA) holds the kernels too, linked to the launching cpu_op by
+`External id`: then each row takes the device time of its kernels (first kernel start, summed
+kernel durations, the kernels' stream) instead of the host time, host-only ops (views, shape
+ops) are dropped, and a note says so. Host durations of a CUDA run measure launch cost, not the
+work, so using them for a roofline would be wrong.
 """
 
 from __future__ import annotations
@@ -17,6 +23,14 @@ from .readout import ReadResult, conform
 from .trace_events import STEP_MARKER, Span, span, threads
 from .values import to_int64
 
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+# PyTorch's C++ type names -> the dtype spelling of the Ascend exports (REFERENCE.md §3.3).
+TORCH_DTYPES = {"c10::BFloat16": "BF16", "c10::Half": "FLOAT16", "float": "FLOAT",
+                "double": "DOUBLE", "long int": "INT64", "int": "INT32", "short int": "INT16",
+                "signed char": "INT8", "unsigned char": "UINT8", "bool": "BOOL",
+                "c10::Float8_e4m3fn": "FLOAT8_E4M3FN", "c10::Float8_e5m2": "FLOAT8_E5M2"}
+
 MATMUL_ATEN = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul", "aten::bmm",
                "aten::baddbmm")
 
@@ -25,11 +39,16 @@ def torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
     by_thread = threads(events, lambda e: e.get("cat") in ("cpu_op", "python_function")
                         and not STEP_MARKER.match(e.get("name") or ""))
     steps = _step_spans(events)
-    rows, bad = [], 0
+    kernels = _device_kernels(events)
+    rows, bad, host_only = [], 0, 0
     for (_pid, tid), spans in by_thread.items():
+        launched = _kernels_by_outer_op(events, spans, kernels) if kernels else {}
         for s in spans:
             ev = events[s.index]
             if ev.get("cat") != "cpu_op" or _has_cpu_op_ancestor(events, spans, s):
+                continue
+            if kernels and not launched.get(s.index):
+                host_only += 1
                 continue
             args = ev.get("args") or {}
             name = ev.get("name")
@@ -40,9 +59,15 @@ def torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
             shapes = _shapes_text(dims)
             dtypes = _types_text(args.get("Input type"))
             out = output_dims(str(name), dims) if str(name) in MATMUL_ATEN else None
-            rows.append({"row": s.index, "name": str(name), "type": str(name), "core": "CPU",
-                         "start_ns": s.start, "dur_us": (s.end - s.start) / 1000.0,
-                         "stream": str(tid), "input_shapes": shapes, "input_dtypes": dtypes,
+            start, dur_us, stream, core = s.start, (s.end - s.start) / 1000.0, str(tid), "CPU"
+            if kernels:
+                ks = launched[s.index]
+                start = min(k[0] for k in ks)
+                dur_us = sum(k[1] - k[0] for k in ks) / 1000.0
+                stream, core = ks[0][2], "GPU"
+            rows.append({"row": s.index, "name": str(name), "type": str(name), "core": core,
+                         "start_ns": start, "dur_us": dur_us,
+                         "stream": stream, "input_shapes": shapes, "input_dtypes": dtypes,
                          "output_shapes": None if out is None else ",".join(map(str, out)),
                          "output_dtypes": _first_dtype(args.get("Input type")) if out else None,
                          "stack": _python_stack(events, spans, s),
@@ -58,7 +83,44 @@ def torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
                       infer_schema_length=None)
     df = df.with_columns(pl.lit(source).alias("source")).sort("start_ns")
     notes = [f"{source}: PyTorch profiler trace: one row per outermost cpu_op per thread"]
+    if kernels:
+        notes.append(f"{source}: device kernels found: each op is timed by its kernels "
+                     f"(device time, not host time); {host_only} host-only op(s) dropped")
     return ReadResult(conform(df), rows_read=len(rows) + bad, skipped=bad, notes=notes)
+
+
+def _device_kernels(events: list[dict]) -> dict[int, list[tuple[int, int, str]]]:
+    """External id -> [(start_ns, end_ns, stream)] of the device kernels it launched."""
+    out: dict[int, list[tuple[int, int, str]]] = {}
+    for i, e in enumerate(events):
+        if e.get("cat") in DEVICE_CATS and e.get("ph") == "X":
+            args = e.get("args") or {}
+            ext = to_int64(args.get("External id"))
+            sp = span(e, i)
+            if ext is not None and sp is not None:
+                out.setdefault(ext, []).append((sp.start, sp.end, str(args.get("stream", ""))))
+    return out
+
+
+def _kernels_by_outer_op(events: list[dict], spans: list[Span], kernels: dict) -> dict:
+    """Outermost cpu_op's event index -> the kernels launched anywhere inside it."""
+    out: dict[int, list[tuple[int, int, str]]] = {}
+    for s in spans:
+        ev = events[s.index]
+        if ev.get("cat") != "cpu_op":
+            continue
+        ks = kernels.get(to_int64((ev.get("args") or {}).get("External id")))
+        if not ks:
+            continue
+        outer, k = s, s.parent
+        while k >= 0:
+            if events[spans[k].index].get("cat") == "cpu_op":
+                outer = spans[k]
+            k = spans[k].parent
+        out.setdefault(outer.index, []).extend(ks)
+    for ks in out.values():
+        ks.sort()
+    return out
 
 
 def _step_spans(events: list[dict]) -> list[tuple[int, int, int]]:
@@ -128,7 +190,7 @@ def _shapes_text(dims) -> str | None:
 
 def _types_text(types) -> str | None:
     if isinstance(types, list):
-        return ";".join(str(t) for t in types)
+        return ";".join(TORCH_DTYPES.get(str(t), str(t)) for t in types)
     if isinstance(types, str):
         return ";".join(t.strip() for t in types.replace("\r", "").split(";"))
     return None

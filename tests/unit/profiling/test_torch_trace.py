@@ -98,7 +98,7 @@ def test_linear_shapes_and_stacks(torch_trace):
         [f"1,{TOKENS},{HIDDEN};{HIDDEN},{HIDDEN};{HIDDEN}"]
     assert shapes[4] == f"1,{TOKENS},{HIDDEN};{INTER},{HIDDEN};"
     assert outs[4] == f"1,{TOKENS},{INTER}" and outs[6] == f"1,{TOKENS},{HIDDEN}"
-    assert lin["input_dtypes"][0].startswith("float;float")
+    assert lin["input_dtypes"][0].startswith("FLOAT;FLOAT")  # torch "float" normalized
     gate = lin.row(4, named=True)["stack"].split(";")
     assert any(f.startswith("nn.Module: Linear_") for f in gate)
     mlp = next(i for i, f in enumerate(gate) if f == "nn.Module: LlamaMLP_0")
@@ -160,3 +160,18 @@ def test_gzipped_trace(torch_trace, tmp_path):
     from cannbot_prefetch.errors import InputError
     with pytest.raises(InputError, match="broken.json.gz"):
         load_profile(bad)
+
+
+def test_real_cuda_trace_uses_device_kernel_time():
+    """The measured H200 trace: ops are timed by their CUDA kernels, not by host launch time."""
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[3] / "examples/h200-llama3.2-1b-cuda/trace.json.gz"
+    prof = load_profile(trace)
+    df = prof.table.df
+    assert set(df["core"].unique()) == {"GPU"}
+    lm = df.filter(pl.col("input_shapes") == "8,1,2048;128256,2048;")
+    assert lm.height == 3 and lm["input_dtypes"][0] == "BF16;BF16;"
+    # 525 MB read at <= 4.8 TB/s takes >= 109 us: a device time, never the ~70 us host time.
+    assert lm["dur_us"].min() > 109.0
+    assert any("device kernels found" in n for n in prof.info.notes)
