@@ -39,6 +39,7 @@ class TinyLlamaConfig:
     max_position_embeddings: int = 512
     rms_norm_eps: float = 1e-6
     rope_theta: float = 10000.0
+    head_dim: int | None = None          # as in Llama-3.2's config.json; None: hidden / heads
     torch_dtype: str = "float32"
 
     @classmethod
@@ -52,9 +53,9 @@ class TinyLlamaConfig:
                 setattr(cfg, k, v)
         return cfg
 
-    @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    def __post_init__(self):
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
 
 
 class TinyLlamaRMSNorm(nn.Module):

@@ -46,7 +46,7 @@ FACTORY = f"{MODULE}:make_model_and_inputs"
 
 # --small: a model that profiles in seconds on two shared cores.
 SMALL = {"vocab_size": 2048, "hidden_size": 512, "intermediate_size": 1408,
-         "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2}
+         "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64}
 
 
 @dataclass
