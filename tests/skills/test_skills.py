@@ -203,3 +203,19 @@ def test_shell_pipes_and_placeholders_are_not_commands(tree):
     assert sc.check_text(tree, text, "pipes") == ([], [])
     bad = "`cannbot prefetch analyze P --jsn | jq .`"
     assert any("--jsn" in e for e in sc.check_text(tree, bad, "pipes")[0])
+
+
+def test_verify_check_names_named_by_the_skill_exist():
+    import re
+
+    import cannbot_prefetch.verify.checks as checks
+    import cannbot_prefetch.verify.runner as runner
+
+    src = Path(checks.__file__).read_text(encoding="utf-8") + Path(runner.__file__).read_text(encoding="utf-8")
+    real = set(re.findall(r'Check\(\s*"([^"]+)"', src))
+    text = (REPO / "skills" / "model-infer-prefetch" / "SKILL.md").read_text(encoding="utf-8")
+    section = text[text.index("### 4.1"):text.index("### 4.2")]
+    listed = section[section.index("检查项："):]
+    listed = listed[:listed.index("。")]
+    named = set(re.findall(r"`([^`]+)`（", listed))
+    assert named and named <= real, named - real
