@@ -79,7 +79,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     if opts.hbm_bw_tbps or opts.peak_tflops or opts.cmo_bw_gbps:
         hw = hw.with_overrides(hbm_bw_tbps=opts.hbm_bw_tbps, peaks=opts.peak_tflops or None,
                                cmo_bw_gbps=opts.cmo_bw_gbps)
-    if "assum" in (hw.detected_from or "").lower():
+    if hwmod.is_assumed(hw):
         warnings.append(f"hardware: {hw.detected_from}")
 
     from .roofline.classify import select_top

@@ -293,11 +293,13 @@ def _params(fn: cst.FunctionDef) -> list[str]:
     return out
 
 
-def _self_attr_targets(s: Stmt) -> set[str]:
-    out = set()
+def assigned_targets(s: Stmt) -> list[cst.BaseExpression]:
+    """Every assignment target of a simple statement, tuples unpacked, in order
+    (`x, _ = self.o_proj(x)` -> [x, _])."""
     node = s.node
     if not isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        return out
+        return []
+    out: list[cst.BaseExpression] = []
     for small in node.body:
         targets = []
         if isinstance(small, cst.Assign):
@@ -306,11 +308,16 @@ def _self_attr_targets(s: Stmt) -> set[str]:
             targets = [small.target]
         for t in targets:
             for el in (t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]):
-                if isinstance(el, (cst.Element, cst.StarredElement)):
-                    el = el.value
-                d = dotted(el) if isinstance(el, cst.Attribute) else None
-                if d and d.startswith("self.") and d.count(".") == 1:
-                    out.add(d.split(".")[1])
+                out.append(el.value if isinstance(el, (cst.Element, cst.StarredElement)) else el)
+    return out
+
+
+def _self_attr_targets(s: Stmt) -> set[str]:
+    out = set()
+    for el in assigned_targets(s):
+        d = dotted(el) if isinstance(el, cst.Attribute) else None
+        if d and d.startswith("self.") and d.count(".") == 1:
+            out.add(d.split(".")[1])
     return out
 
 

@@ -48,6 +48,21 @@ def guarded(debug: bool, fn: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
+def parse_steps(text: str | None) -> tuple[int, int] | None:
+    """`--steps A:B` (inclusive) -> (A, B); None when not given."""
+    from ..errors import InputError
+
+    if text is None:
+        return None
+    try:
+        a, b = (int(x) for x in text.split(":", 1))
+    except ValueError:
+        raise InputError(f"--steps must look like A:B (e.g. 2:5), not {text!r}") from None
+    if b < a:
+        raise InputError(f"--steps {text}: the end is before the start")
+    return (a, b)
+
+
 def check_lang(lang: str) -> str:
     if lang not in ("en", "zh"):
         print(f"error: --lang must be en or zh, not {lang!r}", file=sys.stderr)

@@ -11,35 +11,15 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputError
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+from ..hardware import parse_peak_overrides
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, prefetch
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] | None:
-    if steps is None:
-        return None
-    try:
-        a, b = (int(x) for x in steps.split(":", 1))
-    except ValueError:
-        raise InputError(f"--steps must look like A:B (e.g. 2:5), not {steps!r}") from None
-    if step is not None:
+    if steps is not None and step is not None:
         raise InputError("use --step or --steps, not both")
-    if b < a:
-        raise InputError(f"--steps {steps}: the end is before the start")
-    return (a, b)
+    return parse_steps(steps)
 
-
-def _parse_peaks(values: list[str]) -> dict[str, float]:
-    peaks = {}
-    for v in values:
-        key, sep, num = v.partition("=")
-        try:
-            peaks[key.strip().lower()] = float(num)
-        except ValueError:
-            sep = ""
-        if not sep or not key.strip() or peaks.get(key.strip().lower(), 0) <= 0:
-            raise InputError(f"--peak-tflops takes DTYPE=TFLOPS with a positive number "
-                             f"(e.g. bf16=280), not {v!r}")
-    return peaks
 
 
 def _parse_src_map(values: list[str]) -> tuple[tuple[str, str], ...]:
@@ -100,7 +80,7 @@ def analyze(
                 raise InputError(f"{name} must be at least 1")
         opts = AnalyzeOptions(
             profile=profile, rank=rank, run=run, step=step, steps=_parse_steps(step, steps),
-            hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=_parse_peaks(peak_tflops),
+            hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=parse_peak_overrides(peak_tflops),
             cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=model_src,
             model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
             experts_per_rank=experts_per_rank, targets=tuple(target), window=window, dtype=dtype,

@@ -10,19 +10,8 @@ import typer
 from rich.console import Console
 
 from ..errors import InputError, ReportMismatch
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, prefetch
 
-
-def _steps(text: Optional[str]) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    try:
-        a, b = (int(x) for x in text.split(":", 1))
-    except ValueError:
-        raise InputError(f"--steps must look like A:B (e.g. 2:5), not {text!r}") from None
-    if b < a:
-        raise InputError(f"--steps {text}: the end is before the start")
-    return (a, b)
 
 
 @prefetch.command("report")
@@ -46,7 +35,7 @@ def report(
         from ..pipeline import report as run
         try:
             return run(plan, baseline, optimized=optimized, verify_result=verify_result, out=out,
-                       lang=lang, hardware=hardware, rank=rank, steps=_steps(steps)), None
+                       lang=lang, hardware=hardware, rank=rank, steps=parse_steps(steps)), None
         except ReportMismatch as err:
             result = getattr(err, "result", None)
             if result is None:

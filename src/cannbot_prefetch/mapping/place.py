@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from ..plan import Insert, Join
-from ..pysource import Stmt, dotted
+from ..pysource import Stmt, assigned_targets, dotted
 from .source import Event, LinearAttr, ModelSource
 
 
@@ -103,23 +103,10 @@ def input_of(ms: ModelSource, hop_cls: str, method: str, idx: int, call: str,
 
 def output_of(s: Stmt) -> str | None:
     """The first name a statement assigns (`x, _ = self.o_proj(x)` -> x)."""
-    node = s.node
-    if s.is_return or not isinstance(node, cst.SimpleStatementLine):
+    if s.is_return or not isinstance(s.node, cst.SimpleStatementLine):
         return None
-    for small in node.body:
-        targets = []
-        if isinstance(small, cst.Assign):
-            targets = [t.target for t in small.targets]
-        elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-            targets = [small.target]
-        for t in targets:
-            if isinstance(t, cst.Name):
-                return t.value
-            if isinstance(t, (cst.Tuple, cst.List)):
-                for el in t.elements:
-                    if isinstance(el.value, cst.Name) and el.value.value != "_":
-                        return el.value.value
-    return None
+    names = (t.value for t in assigned_targets(s) if isinstance(t, cst.Name) and t.value != "_")
+    return next(names, None)
 
 
 def weight_expr(path, depth: int, lin: LinearAttr) -> str | None:

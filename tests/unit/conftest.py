@@ -1,4 +1,4 @@
-"""Model sources for mapping tests: the REAL transformers files, copied into tmp_path at test time
+"""Model sources for mapping and planning tests: the REAL transformers files, copied into tmp_path at test time
 (never committed), and the example configs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
