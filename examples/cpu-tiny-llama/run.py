@@ -11,7 +11,7 @@ Stages (each prints the command it runs and the files it wrote):
  3. calibrate  `cannbot prefetch hardware calibrate` -> a `cpu` hardware profile measured here
                (kept in OUT/hardware/ through $CANNBOT_HARDWARE_DIR, your ~/.config is untouched)
  4. analyze    roofline + windows + mapping + sizes -> OUT/plan/prefetch_plan.yaml, prefetch_design.md
- 5. apply      the diff (no --write) -> OUT/apply_diff.txt, then `apply --write --yes` on the copy
+ 5. apply      the diff (no --write) -> OUT/apply_diff.patch, then `apply --write --yes` on the copy
  6. verify     switch off/on outputs and call order, with a stub torch_npu -> OUT/verify.json
  7. report     expected-gain report from the baseline trace -> OUT/report/report.md (+ chart,
                next-step plan, A/B script)
@@ -263,11 +263,19 @@ def analyze(r: Runner, trace: Path, model_copy: Path, config_path: Path) -> Path
 # ---- stage 5: apply -----------------------------------------------------------------------------
 def apply(r: Runner, plan: Path, model_copy: Path) -> bool:
     st = r.begin("apply")
-    diff = r.out / "apply_diff.txt"
-    r.cli(st, ["apply", str(plan)], stdout_to=diff)       # preview: shows the diff, writes nothing
+    preview = r.out / "apply_preview.json"
+    # Preview: the design summary and the diff, nothing written. --json keeps the diff intact
+    # (the Rich rendering is for a terminal); the unified diff goes to apply_diff.patch.
+    r.cli(st, ["apply", str(plan), "--json"], stdout_to=preview)
     if st.status != "ok":
         return False
-    r.wrote(st, diff)
+    doc = json.loads(preview.read_text(encoding="utf-8"))
+    diff = r.out / "apply_diff.patch"
+    diff.write_text("".join(f["diff"] for f in doc.get("files", []) if f.get("diff")), encoding="utf-8")
+    print(_indent(diff.read_text(encoding="utf-8").rstrip()), flush=True)
+    if doc.get("refused"):
+        print(f"  refused: {doc['refused']}", flush=True)
+    r.wrote(st, preview, diff)
     before = model_copy.read_text(encoding="utf-8")
     r.cli(st, ["apply", str(plan), "--write", "--yes"])
     if st.status != "ok":

@@ -109,7 +109,7 @@ def test_apply_rewrites_the_copy_only(run):
     assert "# cannbot-prefetch:" in text and "enable_prefetch" in text
     compile(text, str(copy), "exec")
     assert (run["out"] / "src" / "_cannbot_prefetch.py").exists()
-    assert (run["out"] / "apply_diff.txt").read_text().strip()
+    assert (run["out"] / "apply_diff.patch").read_text().startswith("--- ")
     assert _sha(EXAMPLE / "model.py") == run["model_sha_before"]   # committed model untouched
     committed = (EXAMPLE / "model.py").read_text()
     assert "self.enable_prefetch" not in committed and "# cannbot-prefetch:" not in committed
