@@ -21,9 +21,11 @@ import skillcheck as sc  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 SKILLS = sorted(p.parent for p in (REPO / "skills").glob("*/SKILL.md"))
 EXPECTED_SKILLS = {"model-infer-prefetch", "npu-roofline-analysis"}
-# Texts whose command lines are checked: the skills with their references, and our docs pages.
+# Texts whose command lines are checked: the skills with their references, the docs pages, the
+# README and the examples' READMEs (a newcomer copies their commands).
 TEXTS = sorted({REPO / "skills" / "README.md", *(REPO / "skills").glob("*/SKILL.md"), *(REPO / "skills").glob("*/references/*.md"),
-                *(REPO / "docs").glob("*.md"), *(REPO / "examples" / "cpu-tiny-llama").glob("*.md")})
+                *(REPO / "docs").glob("*.md"), REPO / "README.md", *(REPO / "examples").glob("*/README.md")}
+               - {REPO / "README.md"} | ({REPO / "README.md"} if (REPO / "README.md").exists() else set()))
 
 
 @pytest.fixture(scope="module")
