@@ -37,11 +37,21 @@ class Example:
     module: str          # transformers module whose modeling file the stacks name
     lang: str
     profile: str = "profile"
+    subdir: str = "expected"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/{self.profile}"
+
+    @property
+    def dest(self) -> Path:
+        return REPO / "examples" / self.name / self.subdir
 
 
 EXAMPLES = (
     Example("llama3.2-1b-en", "llama", "en"),
     Example("qwen2.5-3b-zh", "qwen2", "zh"),
+    Example("qwen2.5-3b-zh", "qwen2", "zh", profile="profile-910b4", subdir="expected/910b4"),
 )
 # Compared as text after normalization; the chart is binary and only checked to exist.
 TEXT_FILES = ("analyze.json", "prefetch_plan.yaml", "prefetch_design.md", "report/report.md",
@@ -144,7 +154,7 @@ def produced(ex: Example, out: Path) -> dict[str, str]:
             for f in TEXT_FILES if (out / f).exists()}
 
 
-README = """# Expected outputs ({name})
+README = """# Expected outputs ({name}, {profile})
 
 What `cannbot prefetch analyze` and `cannbot prefetch report` (baseline only: the expected-gain
 analysis) write for this example's generated profile. Regenerated and compared by
@@ -165,14 +175,15 @@ Commands (exit codes: {codes}):
 
 
 def regenerate(ex: Example) -> dict[str, int]:
-    dest = REPO / "examples" / ex.name / "expected"
+    dest = ex.dest
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out"
         out.mkdir()
         codes = run(ex, out)
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.mkdir(parents=True)
+        for f in (*TEXT_FILES, *BINARY_FILES, "README.md"):
+            if (dest / f).exists():
+                (dest / f).unlink()
+        dest.mkdir(parents=True, exist_ok=True)
         for f, text in produced(ex, out).items():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             (dest / f).write_text(text, encoding="utf-8")
@@ -198,13 +209,13 @@ def main(argv: list[str] | None = None) -> int:
                 out.mkdir()
                 run(ex, out)
                 fresh = produced(ex, out)
-            dest = REPO / "examples" / ex.name / "expected"
+            dest = ex.dest
             for f, text in fresh.items():
                 if not (dest / f).exists() or (dest / f).read_text(encoding="utf-8") != text:
-                    print(f"differs: examples/{ex.name}/expected/{f}", file=sys.stderr)
+                    print(f"differs: {(dest / f).relative_to(REPO)}", file=sys.stderr)
                     bad = 1
         else:
-            print(f"{ex.name}: {regenerate(ex)}")
+            print(f"{ex.label}: {regenerate(ex)}")
     return bad
 
 

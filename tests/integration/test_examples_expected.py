@@ -18,10 +18,10 @@ import expected_outputs as eo  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=eo.EXAMPLES, ids=lambda e: e.name)
+@pytest.fixture(scope="module", params=eo.EXAMPLES, ids=lambda e: e.label)
 def fresh(request, tmp_path_factory):
     ex = request.param
-    dest = eo.REPO / "examples" / ex.name / "expected"
+    dest = ex.dest
     if not dest.exists():
         pytest.skip(f"no expected outputs committed yet for {ex.name}")
     pytest.importorskip("transformers", reason="the model source is the installed transformers file")
@@ -32,7 +32,7 @@ def fresh(request, tmp_path_factory):
     if pinned and eo.sha256_of(src) != pinned:
         pytest.skip(f"{src.name} differs from the one the generated call stacks were made for "
                     f"(transformers {eo.pinned_transformers()}): mapping would differ")
-    out = tmp_path_factory.mktemp(ex.name)
+    out = tmp_path_factory.mktemp(ex.name + "-" + ex.profile)
     codes = eo.run(ex, out)
     return ex, dest, out, codes
 
