@@ -154,16 +154,17 @@ def render(doc: dict, top: int) -> None:
         con.print(t)
         for f in footnotes:
             con.print(f, style="dim")
+    # Planned sites, then every candidate not planned with its reason (listed sites appear in
+    # the rejections too, so each shows once).
     for c in doc.get("candidates", []):
-        if "site" in c:
-            state = "[green]planned[/]" if c["planned"] else "listed "
+        if c.get("planned"):
             sv = c["saving_us"]
-            con.print(f"{state} {c['site']}: prefetch {c['target']} in {c['insert']} "
-                      f"(dependency {c['dependency']}), max_size {c['max_size']:,} B "
-                      f"(bound by {c['bound_by']}), expected saving {sv['low']:.1f}-{sv['high']:.1f} "
-                      f"µs/step" + (f" — {c['reason']}" if c.get("reason") else ""))
+            con.print(f"[green]planned[/] {c['site']}: prefetch {c['target']} in {c['insert']} "
+                      f"(dependency {c['dependency']}), max_size {c['max_size']:,} B (bound by "
+                      f"{c['bound_by']}), expected saving {sv['low']:.1f}-{sv['high']:.1f} µs/step")
     for r in doc.get("rejections", []):
-        con.print(f"[yellow]rejected[/] {r.get('signature', '')}: {r.get('reason', '')}")
+        con.print(f"[yellow]not planned[/] {r.get('signature', '')}: {r.get('reason', '')} "
+                  f"[dim]({r.get('reason_code', '')})[/]")
     for n in doc.get("notes", []):
         con.print(f"note: {n}", style="dim")
     for f in doc.get("outputs", []):
