@@ -48,6 +48,17 @@ def guarded(debug: bool, fn: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
+def make_console(stderr: bool = False, **kw):
+    """A Rich console; when the stream is not a terminal (a pipe, a file, a CI log), lines are
+    not wrapped at 80 columns, so tables stay readable and a printed diff stays a diff."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr, **kw)
+    return Console(stderr=stderr, width=160, soft_wrap=True, **kw)
+
+
 def parse_steps(text: str | None) -> tuple[int, int] | None:
     """`--steps A:B` (inclusive) -> (A, B); None when not given."""
     from ..errors import InputError

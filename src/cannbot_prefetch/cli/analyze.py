@@ -7,12 +7,11 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputError
 from ..hardware import parse_peak_overrides
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, prefetch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, make_console, prefetch
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] | None:
@@ -110,7 +109,7 @@ def _mb(v) -> str:
 
 def render(doc: dict, top: int) -> None:
     # Piped output gets a width that fits the table instead of Rich's 80-column default.
-    con = Console() if sys.stdout.isatty() else Console(width=150)
+    con = make_console()
     p, hw = doc.get("profile"), doc["hardware"]
     if p:
         steps = ",".join(map(str, p["steps"])) or "all"

@@ -14,12 +14,13 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 
 from ..errors import CheckFailed, InputError
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+from rich.console import Console
+
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, make_console, prefetch
 
 _TEXT = {
     "en": {"title": "Prefetch design ({mode} mode, switch {path}, default off)",
@@ -103,8 +104,8 @@ def apply(
 ) -> None:
     """Rewrite model source from an approved plan: switch-guarded npu_prefetch calls."""
     t = _TEXT[check_lang(lang)]
-    err = Console(stderr=True)
-    out = Console(stderr=True) if as_json else Console()
+    err = make_console(stderr=True)
+    out = make_console(stderr=as_json)
 
     def confirm(changes) -> bool:
         if yes:

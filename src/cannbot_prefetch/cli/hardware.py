@@ -8,11 +8,10 @@ from typing import Annotated, Any
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from .. import hardware as hwmod
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, make_console, prefetch
 
 hw_app = typer.Typer(no_args_is_help=True,
                      help="Hardware profiles: list, show (every number with its source), calibrate.")
@@ -127,7 +126,7 @@ def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = 
             table.add_row(label, f"{_num(p.cube_cores)}/{_num(p.vector_cores)}", _num(p.freq_mhz),
                           _short(fp16), _short(p.peaks_tflops.get("int8")), f"{p.hbm_bw_tbps:.4g}",
                           "-" if p.l2_bytes is None else f"{p.l2_bytes / (1 << 20):g}")
-        console = Console()
+        console = make_console()
         console.print(table)
         console.print(t["more"])
 
@@ -148,7 +147,7 @@ def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 
             doc["ridge_bf16"] = prof.ridge("bf16")
             print(json.dumps(doc, indent=2, ensure_ascii=False))
             return
-        Console().print(_show_table(prof, t))
+        make_console().print(_show_table(prof, t))
 
     guarded(debug, body)
 
@@ -170,7 +169,7 @@ def calibrate_cmd(
             doc["path"] = prof.path
             print(json.dumps(doc, indent=2, ensure_ascii=False))
             return
-        console = Console()
+        console = make_console()
         console.print(_show_table(prof, t))
         console.print(t["written"].format(path=prof.path) + "; " + t["use"])
 

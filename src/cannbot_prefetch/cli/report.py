@@ -7,10 +7,9 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
-from ..errors import InputError, ReportMismatch
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, prefetch
+from ..errors import ReportMismatch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, make_console, prefetch
 
 
 
@@ -51,7 +50,7 @@ def report(
         print(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
     else:
         from ..report.console import print_summary
-        print_summary(data, written, lang, Console(stderr=False, highlight=False))
+        print_summary(data, written, lang, make_console(highlight=False))
     if mismatch is not None:
         print(f"error: {mismatch}", file=sys.stderr)
         raise typer.Exit(mismatch.exit_code)

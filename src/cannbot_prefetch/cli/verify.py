@@ -12,11 +12,10 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from ..errors import CheckFailed
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, prefetch
+from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, make_console, prefetch
 
 _TEXT = {
     "en": {"title": "verify {plan} (torch_npu: {npu})", "check": "check", "site": "site",
@@ -59,10 +58,10 @@ def verify(
                               f"[green]{t['pass']}[/]" if c.passed else
                               f"[yellow]{t['skip']}[/]" if c.skipped else f"[red]{t['fail']}[/]",
                               c.detail)
-            Console().print(table)
+            make_console().print(table)
         failed = [c for c in result.checks if not (c.passed or c.skipped)]
         if failed or not result.checks:
             raise CheckFailed(t["failed"].format(n=len(failed)))
-        Console(stderr=True).print(t["ok"].format(n=len(result.checks)))
+        make_console(stderr=True).print(t["ok"].format(n=len(result.checks)))
 
     guarded(debug, body)

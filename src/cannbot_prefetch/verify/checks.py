@@ -194,7 +194,6 @@ def capture_inputs(layer, run):
 def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Check]:
     """Capture one layer (`call` = its (args, kwargs)) with make_fx, every parameter of the model
     a graph input, and check each prefetch node."""
-    import torch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.utils.stateless import _reparametrize_module
 
