@@ -180,7 +180,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
              f"{hw.get('detected_from', '')})")
     if d.profile:
         L.append(f"- {t['profile']}: `{d.profile.get('path')}` ({d.profile.get('layout')}, "
-                 f"{d.profile.get('level')}, steps {d.profile.get('steps')})")
+                 f"{d.profile.get('level') or 'level not recorded'}, "
+                 f"steps {d.profile.get('steps')})")
     L.append("")
     planned = [v for v in d.sites if v.planned]
     listed = [v for v in d.sites if not v.planned]
