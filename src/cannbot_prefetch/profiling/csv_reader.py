@@ -20,6 +20,7 @@ from .csv_ragged import FIELDS as _FIELDS
 from .csv_ragged import LINE as _LINE
 from .csv_ragged import read_text_frame, read_with_csv_module
 from .readout import ReadResult, conform, memset_mask
+from .table import BASE_SCHEMA
 from .values import NULL_TOKENS, clean_text, strip_prefix, to_float, to_int, us_text_to_ns
 
 _SAMPLE_ROWS = 2000
@@ -51,8 +52,12 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
     sample = _read_sample(path)
     every = _plan(sample, _map_headers(list(sample.columns), path))
     cols = [s.col for s in every]
+    # With a counter selection (analysis), also skip the text/int extras outside BASE_SCHEMA
+    # (OP State, HF32 Eligible, Context ID, Model ID, ...): nothing downstream reads them. The
+    # last column stays, since its nulls reveal short rows.
     specs = every if counters is None else [
-        s for s in every if s.kind != "counter" or s.name in counters or s is every[-1]]
+        s for s in every if (s.kind != "counter" and s.name in BASE_SCHEMA)
+        or s.name in counters or s is every[-1]]
     try:
         try:
             frame = _collect_fast(path, specs, native=True)
