@@ -1,0 +1,33 @@
+"""Stage 3: dependency windows on the timeline (seed 003, decision table rows 3a / 3b / 3c).
+
+For every instance of a memory-bound MatMul-family target (rows carrying its `sig_id`), walk back
+`lookback` predecessors on the same stream within the same step: framework ops where the trace
+groups kernels (consecutive kernels with the same `launch_op` and `stack`), else kernels. Each
+predecessor is classed with `configs/op_classes.yaml` `window_classes` plus sizes: "large" comes
+from bytes moved and duration (policy `windows.large_op_bytes` / `large_op_us`), never the name
+alone.
+
+Walk, nearest predecessor first (the seed's window-selection flow):
+  light          -> the window may start at its input (3b); taken once the span from that input
+                    to the target's start reaches `min_window_us`, else keep walking back;
+  memory-heavy   -> its *output* starts the window (3a: the op is done, bandwidth is free); the
+                    walk stops there (going further back would overlap it);
+  communication  -> stop: "no safe window" (3c) unless a light window was already long enough;
+  nothing usable -> 3c with the reason.
+The usable time is the span from the start point to the target's start, minus communication or
+memory-heavy work on other streams (HCCL rows have no stream) that overlaps it.
+
+Instances are clustered per signature by their call site (the first model frame of the stack)
+when stacks exist, else by the types and shapes of their predecessors, so q_proj and o_proj of
+one shape become two candidates. A cluster takes its majority decision; the usable time is the
+median over the instances that agree, with the minimum alongside. Only frozen values leave this
+module, never a DataFrame.
+"""
+
+from .classes import WindowRules, default_rules, rules_from
+from .decide import find_windows
+from .types import (COMM, HEAVY, LIGHT, Candidate, PredOp, Rejection, TargetSig, Window,
+                    WindowResult)
+
+__all__ = ["COMM", "HEAVY", "LIGHT", "Candidate", "PredOp", "Rejection", "TargetSig", "Window",
+           "WindowResult", "WindowRules", "default_rules", "find_windows", "rules_from"]

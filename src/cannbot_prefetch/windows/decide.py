@@ -1,0 +1,189 @@
+"""The seed's decision table (3a / 3b / 3c) per instance and per cluster, and `find_windows`."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from .. import reasons
+from ..errors import InputError
+from ..profiling.table import KernelTable
+from ..settings import policy
+from .classes import WindowRules, default_rules
+from .clusters import _cluster
+from .timeline import _Op, _OtherStreams, _merge_communication, _timelines
+from .types import COMM, HEAVY, Candidate, Rejection, TargetSig, Window, WindowResult
+
+
+@dataclass
+class _Decision:
+    ok: bool
+    branch: str = ""
+    start: str = ""
+    start_i: int = -1      # index of start op in preds (nearest = 0)
+    raw_us: float = 0.0
+    overlap_us: float = 0.0
+    code: str = ""
+    reason: str = ""
+    start_ns: int = 0
+
+    @property
+    def usable(self) -> float:
+        return self.raw_us - self.overlap_us
+
+
+def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherStreams") -> _Decision:
+    """Decide one instance. A light op's input is ready when its producer (the op before it)
+    ends, so that is where a prefetch "at its input" starts; when that producer is memory-heavy
+    the start is the producer's output (table row 3a), else the light op's input (3b)."""
+    target = seq[j]
+    preds = seq[max(0, j - lookback):j][::-1]
+    if not preds:
+        return _Decision(False, code=reasons.NO_SAFE_WINDOW,
+                         reason="nothing runs before the target in this step")
+    last: _Decision | None = None
+    for i, p in enumerate(preds):
+        if p.cls == COMM:
+            return _Decision(False, code=reasons.NO_SAFE_WINDOW,
+                             reason=f"predecessor {p.type} is communication ({p.why}) and what "
+                                    f"follows it leaves {_fmt(last)} (seed table 3c)")
+        if p.cls == HEAVY:
+            d = _measure(other, target, p.end, "3a", "output", i)
+            if d.usable >= min_us:
+                return d
+            return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
+                             overlap_us=d.overlap_us,
+                             reason=f"memory-heavy predecessor {p.type} ({p.why}) ends "
+                                    f"{d.raw_us:.1f} us before the target: {d.usable:.1f} us "
+                                    f"< min_window_us {min_us:g} (seed table 3c)")
+        pos = j - 1 - i
+        producer = seq[pos - 1] if pos >= 1 else None
+        if producer is not None and producer.cls == HEAVY:
+            d = _measure(other, target, producer.end, "3a", "output", i + 1)
+        else:
+            d = _measure(other, target, producer.end if producer is not None else p.start,
+                         "3b", "input", i)
+        if d.usable >= min_us:
+            return d
+        if d.overlap_us > 0 and d.raw_us >= min_us and other.comm_overlap(d.start_ns, target.start):
+            return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
+                             overlap_us=d.overlap_us,
+                             reason=f"communication on another stream overlaps the window "
+                                    f"({d.overlap_us:.1f} of {d.raw_us:.1f} us)")
+        last = d
+    return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
+                     raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
+                     reason=f"the {len(preds)} light predecessor(s) leave {_fmt(last)} "
+                            f"< min_window_us {min_us:g} (seed table 3c)")
+
+
+def _fmt(d: "_Decision | None") -> str:
+    return f"{d.usable:.1f} us" if d else "no time"
+
+
+def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, start: str,
+             start_i: int) -> _Decision:
+    raw = (target.start - start_ns) / 1000
+    ov = other.overlap(start_ns, target.start, target)
+    return _Decision(True, branch, start, start_i, raw, ov, start_ns=start_ns)
+
+
+def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
+            n_steps, rank: int) -> Candidate | Rejection:
+    decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
+    mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
+    per_step = len(members) / n_steps
+    key0, j0 = members[0]
+    rep_stack = tuple(s for s in per[key0][j0].stack.split(";") if s) if per[key0][j0].stack else ()
+    # majority: accepted pattern (branch, start-op type) vs rejection code
+    votes = Counter((d.branch, per[k][j - 1 - d.start_i].type) if d.ok else ("x", d.code)
+                    for k, j, d in decisions)
+    winner, n_win = votes.most_common(1)[0]
+    agree = [(k, j, d) for k, j, d in decisions
+             if (d.ok and (d.branch, per[k][j - 1 - d.start_i].type) == winner)
+             or (not d.ok and ("x", d.code) == winner)]
+    k1, j1, d1 = agree[len(agree) // 2]
+    seq = per[k1]
+    preds = tuple(p.pred() for p in seq[max(0, j1 - lookback):j1][::-1])
+    if winner[0] == "x":
+        share = f" ({n_win} of {len(decisions)} instances)" if len(decisions) > 1 else ""
+        return Rejection(t.label, d1.code, d1.reason + share, t, ci, n_clusters, len(members),
+                         per_step, mean_us, preds, rep_stack, site_rank=rank)
+    usable = [d.usable for _, _, d in agree]
+    start_op = seq[j1 - 1 - d1.start_i]
+    ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
+    if d1.branch == "3b":
+        why = (f"light predecessor(s) {', '.join(o.type for o in ops)}: the prefetch starts at "
+               f"{start_op.type}'s input (seed table 3b)")
+    else:
+        why = (f"{start_op.type} is memory-heavy ({start_op.why}) but its output frees the "
+               f"bandwidth: the prefetch starts there (seed table 3a)")
+    if n_win < len(decisions):
+        why += f"; {n_win} of {len(decisions)} instances agree"
+    win = Window(d1.branch, d1.start, start_op.pred(), ops, round(statistics.median(usable), 3),
+                 round(min(usable), 3), round(statistics.median(d.raw_us for _, _, d in agree), 3),
+                 round(statistics.median(d.overlap_us for _, _, d in agree), 3), len(agree), why)
+    wstack = tuple(s for s in start_op.stack.split(";") if s) if start_op.stack else ()
+    return Candidate(t, ci, n_clusters, len(members), per_step, round(mean_us, 3), win,
+                     rep_stack, wstack, preds, key0[1], rank)
+
+
+# ------------------------------------------------------------------------------ main entry
+
+def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | None = None,
+                 min_window_us: float | None = None, all_signatures: Sequence[Any] = (),
+                 rules: WindowRules | None = None) -> WindowResult:
+    """Windows for each target signature. `targets`: SignatureCost-like objects (sig_id, type,
+    input_shapes, bytes, verdict, ...); `all_signatures` lets MatMul predecessors that are not
+    targets use their roofline bytes and verdicts. The table needs an Int64 `sig_id` column."""
+    pol = policy()
+    lookback = int(lookback if lookback is not None else pol["windows"]["lookback"])
+    min_us = float(min_window_us if min_window_us is not None else pol["windows"]["min_window_us"])
+    if lookback < 1:
+        raise InputError(f"--lookback must be at least 1, not {lookback}")
+    rules = rules or default_rules()
+    df = table.df
+    if "sig_id" not in df.columns:
+        raise InputError("kernel table has no sig_id column: run the roofline classifier first")
+    tsigs = [TargetSig.of(t) for t in targets]
+    every = {TargetSig.of(s).sig_id: TargetSig.of(s) for s in all_signatures}
+    every.update({t.sig_id: t for t in tsigs})
+    sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
+    sig_mb = {k: v.verdict == "memory-bound" for k, v in every.items()}
+    per = _timelines(df, sig_bytes)
+    for op in (op for seq in per.values() for op in seq):
+        op.cls, op.why = rules.classify(
+            op.type, op.name, op.core, op.bytes, op.dur_us,
+            is_matmul=True if op.sig is not None else None,
+            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None)
+    other = _OtherStreams(per)
+    _merge_communication(per)
+    steps = {k[0] for k in per}
+    n_steps = max(1, len(steps))
+
+    cands: list[Candidate] = []
+    rejs: list[Rejection] = []
+    grouped = "launch_op" in df.columns and df["launch_op"].null_count() < df.height
+    notes: list[str] = [f"windows: {lookback} predecessor(s) examined, counted in "
+                        f"{'framework ops (kernels grouped by launching op)' if grouped else 'kernels'}"
+                        f"; min_window_us {min_us:g}"]
+    by_sig: dict[int, list[tuple[tuple, int]]] = defaultdict(list)
+    for key, seq in per.items():
+        if key[1] is not None:
+            for j, op in enumerate(seq):
+                if op.sig is not None:
+                    by_sig[op.sig].append((key, j))
+    for t in tsigs:
+        inst = by_sig.get(t.sig_id, [])
+        if not inst:
+            rejs.append(Rejection(t.label, reasons.NO_SHAPES,
+                                  "no instance of this signature on the timeline", t))
+            continue
+        clusters = _cluster(per, inst, lookback)
+        for ci, (members, rank) in enumerate(clusters):
+            c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
+                             rank)
+            (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
+    return WindowResult(tuple(cands), tuple(rejs), tuple(notes))

@@ -1,0 +1,149 @@
+"""Stage 3 values: the frozen dataclasses that leave the windows stage (no DataFrame)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LIGHT, HEAVY, COMM = "light", "memory_heavy", "communication"
+
+
+# ------------------------------------------------------------------------------ values out
+
+@dataclass(frozen=True)
+class TargetSig:
+    """What later stages need of a roofline signature (duck-typed from SignatureCost)."""
+
+    sig_id: int
+    type: str
+    input_shapes: str
+    dtypes: str = ""
+    formats: str = ""
+    family: str = "matmul"
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+    weight_shape: tuple[int, ...] = ()
+    weight_bytes: int = 0
+    bytes: int = 0
+    flops: float = 0.0
+    count: int = 0
+    total_us: float = 0.0
+    mean_us: float = 0.0
+    share: float = 0.0
+    t_memory_us: float = 0.0
+    t_compute_us: float = 0.0
+    verdict: str = "memory-bound"
+    measured_verdict: str | None = None
+    compute_dtype: str = "bf16"
+    ai: float = 0.0
+    ridge: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.type} {self.input_shapes}"
+
+    @staticmethod
+    def of(sig: Any) -> "TargetSig":
+        if isinstance(sig, TargetSig):
+            return sig
+        kw = {}
+        for f in TargetSig.__dataclass_fields__:
+            if hasattr(sig, f):
+                v = getattr(sig, f)
+                if v is None and f not in ("measured_verdict",):
+                    continue
+                kw[f] = tuple(v) if f == "weight_shape" else v
+        return TargetSig(**kw)
+
+
+@dataclass(frozen=True)
+class PredOp:
+    """One predecessor (framework op or kernel) as seen at a representative instance."""
+
+    type: str
+    name: str
+    cls: str               # light | memory_heavy | communication
+    why: str               # how the class was decided
+    dur_us: float
+    bytes: int
+    shapes: str = ""
+    stack: str = ""
+
+    def brief(self) -> str:
+        return f"{self.type} ({self.cls}, {self.dur_us:.1f} us)"
+
+
+@dataclass(frozen=True)
+class Window:
+    branch: str            # "3a" (large MatMul output) | "3b" (light predecessor input)
+    start: str             # "input" | "output" of start_op
+    start_op: PredOp
+    ops: tuple[PredOp, ...]  # predecessors the window covers, nearest first
+    time_us: float         # usable time, median over agreeing instances
+    min_us: float
+    raw_us: float          # median span before subtracting other-stream overlap
+    overlap_us: float      # median heavy/comm work on other streams inside the span
+    instances: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "start": self.start, "start_op": self.start_op.type,
+                "ops": [o.type for o in self.ops], "time_us": round(self.time_us, 3),
+                "min_us": round(self.min_us, 3), "raw_us": round(self.raw_us, 3),
+                "overlap_us": round(self.overlap_us, 3), "instances": self.instances,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    target: TargetSig
+    cluster: int           # order of this call site among the signature's clusters (first seen first)
+    clusters: int          # how many clusters the signature has
+    instances: int
+    per_step: float
+    mean_us: float         # mean duration of this cluster's instances
+    window: Window
+    stack: tuple[str, ...] = ()         # target's call stack, innermost first
+    window_stack: tuple[str, ...] = ()  # the window start op's call stack
+    preds: tuple[PredOp, ...] = ()      # all examined predecessors, nearest first
+    stream: str | None = None
+    site_rank: int = 0     # order among this signature's clusters with the same call-site frame
+
+    @property
+    def key(self) -> str:
+        return f"{self.target.sig_id}.{self.cluster}"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    signature: str
+    reason_code: str
+    reason: str
+    target: TargetSig | None = None
+    cluster: int = 0
+    clusters: int = 1
+    instances: int = 0
+    per_step: float = 0.0
+    mean_us: float = 0.0
+    preds: tuple[PredOp, ...] = ()
+    stack: tuple[str, ...] = ()
+    site: str = ""         # class.attr when mapping got that far
+    site_rank: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"signature": self.signature, "reason_code": self.reason_code,
+                             "reason": self.reason}
+        if self.site:
+            d["site"] = self.site
+        if self.preds:
+            d["predecessors"] = [p.brief() for p in self.preds]
+        return d
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    candidates: tuple[Candidate, ...]
+    rejections: tuple[Rejection, ...]
+    notes: tuple[str, ...] = ()
