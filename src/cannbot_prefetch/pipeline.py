@@ -86,7 +86,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
 
     roof = None
     signatures: list[dict[str, Any]] = []
-    top: list[int] = []
+    top_sigs: list = []
     notes: list[str] = list(info.notes) if info else []
     if profile is not None:
         from .roofline.classify import classify
@@ -94,7 +94,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         roof = classify(profile.table, hw)
         notes.extend(roof.notes)
         signatures = [_signature_json(s) for s in roof.signatures]
-        top = [s.sig_id for s in select_top(roof, opts.top)]
+        top_sigs = select_top(roof, opts.top)
 
     candidates: list[dict[str, Any]] = []
     rejections: list[dict[str, Any]] = []
@@ -106,7 +106,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         notes.extend(plan_notes)
         written = _write_all(plan_files)
     elif roof is not None:
-        for s in select_top(roof, opts.top):
+        for s in top_sigs:
             candidates.append({"signature": _sig_label(s), "sig_id": s.sig_id,
                                "total_us": s.total_us, "mean_us": s.mean_us,
                                "verdict": s.verdict, "measured_verdict": s.measured_verdict})
@@ -120,7 +120,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         "profile": _profile_json(info),
         "hardware": hw.to_json(),
         "signatures": signatures,
-        "top": top,
+        "top": [s.sig_id for s in top_sigs],
         "candidates": candidates,
         "rejections": rejections,
         "notes": notes,
@@ -133,16 +133,16 @@ def _sig_label(s) -> str:
     return f"{s.type} {s.input_shapes or '?'}"
 
 
+_SIGNATURE_EXTRAS = ("sig_id", "family", "m", "n", "k", "batch", "weight_shape", "compute_dtype",
+                     "mean_mac_ratio", "mean_mte2_ratio")
+
+
 def _signature_json(s) -> dict[str, Any]:
-    keys = ("type", "input_shapes", "dtypes", "formats", "count", "total_us", "mean_us", "share",
-            "flops", "bytes", "weight_bytes", "ai", "ridge", "t_compute_us", "t_memory_us",
-            "verdict", "measured_verdict", "note")
-    out = {k: getattr(s, k, None) for k in keys}
-    for extra in ("sig_id", "family", "m", "n", "k", "batch", "weight_shape", "compute_dtype",
-                  "mean_mac_ratio", "mean_mte2_ratio"):
-        if hasattr(s, extra):
-            v = getattr(s, extra)
-            out[extra] = list(v) if isinstance(v, tuple) else v
+    """CONTRACTS' signature keys (SignatureCost.to_json) plus the extras docs/contracts.md adds."""
+    out = s.to_json()
+    for extra in _SIGNATURE_EXTRAS:
+        v = getattr(s, extra)
+        out[extra] = list(v) if isinstance(v, tuple) else v
     return out
 
 
