@@ -162,9 +162,9 @@ def _profile_json(info) -> dict[str, Any] | None:
 
 def _plan(roof, info, hw, opts: AnalyzeOptions):
     """Windows -> mapping -> sizing -> Plan and design text; nothing written yet."""
-    from .design import render_design
+    from .plan.design import render_design
     from .plan import dump_plan
-    from .planning import PlanOptions, build_plan
+    from .plan.build import PlanOptions, build_plan
 
     out = Path(opts.out)
     popts = PlanOptions(

@@ -8,7 +8,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cannbot_prefetch import _calibrate, hardware
+from cannbot_prefetch import hardware
+from cannbot_prefetch.hardware import calibration as _calibrate
 from cannbot_prefetch.cli import app
 
 runner = CliRunner()

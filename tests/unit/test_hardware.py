@@ -1,4 +1,4 @@
-"""hardware.py: shipped profiles, aliases, detection, overrides, JSON, user profiles, calibrate."""
+"""hardware/: shipped profiles, aliases, detection, overrides, JSON, user profiles, calibrate."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 import yaml
 
-from cannbot_prefetch import _calibrate, hardware
+from cannbot_prefetch import hardware
+from cannbot_prefetch.hardware import calibration as _calibrate
 from cannbot_prefetch.errors import InputError
 from cannbot_prefetch.profiling.table import ProfileInfo
 

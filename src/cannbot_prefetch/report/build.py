@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..plan import Plan
-from ..profiling.compare import ProfileMeasure, measure_profile, shape_overlap, signature_key
+from .measure import ProfileMeasure, measure_profile, shape_overlap, signature_key
 from .chart import Point, Roof, points_from_roofline
 from .expected import Expectation, expected_gain
 from .nextplan import next_plan

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..profiling.compare import ProfileMeasure
+from .measure import ProfileMeasure
 from .rules import Thresholds
 
 # REFERENCE.md §5, "Measured gains in public".

@@ -9,7 +9,7 @@ came from. Chinese uses the seed's terms (目标算子, 依赖窗口, 关键路�
 
 from __future__ import annotations
 
-from ..profiling.compare import Stat
+from .measure import Stat
 from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .rules import Check

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..profiling.compare import ProfileMeasure, SiteMeasure, Stat
+from .measure import ProfileMeasure, SiteMeasure, Stat
 
 # Why a next step was chosen: code -> (English, Chinese with the seed's terms).
 REASONS: dict[str, tuple[str, str]] = {

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from cannbot_prefetch import hardware, reasons
-from cannbot_prefetch.design import render_design
+from cannbot_prefetch.plan.design import render_design
 from cannbot_prefetch.errors import InputError, SourceError
 from cannbot_prefetch.plan import load_plan, plan_to_dict, save_plan
-from cannbot_prefetch.planning import PlanOptions, build_plan
+from cannbot_prefetch.plan.build import PlanOptions, build_plan
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.roofline.classify import classify
 

@@ -1,4 +1,4 @@
-"""profiling/compare.py on GENERATED profiles: matching, per-step statistics, critical path,
+"""report/measure.py on GENERATED profiles: matching, per-step statistics, critical path,
 side streams, L2 hit rates."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from profgen import Variant, write_plan, write_profile
 
 from cannbot_prefetch.plan import load_plan
 from cannbot_prefetch.profiling.companions import read_l2_cache, read_step_times
-from cannbot_prefetch.profiling.compare import Stat, measure_profile
+from cannbot_prefetch.report.measure import Stat, measure_profile
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.profiling.table import KernelTable, Profile
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from . import __version__
-from .errors import PlanError
+from .. import __version__
+from ..errors import PlanError
 
 PLAN_VERSION = 1
 STATUSES = ("proposed", "applied")

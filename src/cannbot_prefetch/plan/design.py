@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .planning import DesignInputs, SiteView
+from .build import DesignInputs, SiteView
 
 _T: dict[str, dict[str, str]] = {
     "en": {

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import polars as pl
 
-from .table import Profile
+from ..profiling.table import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Plan, Site

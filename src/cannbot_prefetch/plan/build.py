@@ -3,7 +3,7 @@
 
 The call `pipeline.analyze()` makes (roofline is None in manual mode without a profile):
 
-    from cannbot_prefetch.planning import PlanOptions, build_plan
+    from cannbot_prefetch.plan.build import PlanOptions, build_plan
     opts = PlanOptions(lookback=args.lookback, tp=args.tp, moe_tp=args.moe_tp,
                        experts_per_rank=args.experts_per_rank, targets=tuple(args.target),
                        window=args.window, dtype=args.dtype, mode=args.mode,
@@ -28,17 +28,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import reasons
-from .errors import InputError
-from .mapping import Mapped, Mapper
-from .mapping.manual import parse_target, place_manual
-from .mapping.shape import role_of
-from .mapping.source import ModelSource, load_config, load_model_source
-from .mapping.stack import parse_src_map
-from .plan import MODES, Plan, Site, Switch, Target, sha256_file
-from .settings import policy
-from .sizing import OpTiming, Sized, Weight, WindowTime, size_site
-from .windows import Candidate, Rejection, TargetSig, find_windows
+from .. import reasons
+from ..errors import InputError
+from ..mapping import Mapped, Mapper
+from ..mapping.manual import parse_target, place_manual
+from ..mapping.shape import role_of
+from ..mapping.source import ModelSource, load_config, load_model_source
+from ..mapping.stack import parse_src_map
+from .schema import MODES, Plan, Site, Switch, Target, sha256_file
+from ..settings import policy
+from ..sizing import OpTiming, Sized, Weight, WindowTime, size_site
+from ..windows import Candidate, Rejection, TargetSig, find_windows
 
 DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "int8": 1,
                "fp32": 4, "float32": 4, "float": 4}
@@ -98,7 +98,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     pol = policy()
     opts = _defaults(options, pol)
     if hw is None:
-        from .hardware import resolve
+        from ..hardware import resolve
         hw = resolve(None, profile_info)
     cfg, cfg_path = _config(config, model_src)
     ms = load_model_source(model_src, cfg, cfg_path, opts.tp)
@@ -116,7 +116,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     else:
         if roofline is None:
             raise InputError("a profile is needed unless --target is given (manual mode)")
-        from .roofline.classify import select_top
+        from ..roofline.classify import select_top
         signatures = list(select_top(roofline, opts.top))
         targets = []
         for s in signatures:
@@ -203,7 +203,7 @@ def _config(config, model_src) -> tuple[dict[str, Any], str]:
 def _dtype_bytes(opts: PlanOptions, cfg: dict[str, Any], target: TargetSig | None) -> float:
     if target is not None and target.dtypes:
         parts = target.dtypes.split(";")
-        from .roofline.shapes import dtype_bytes
+        from ..roofline.shapes import dtype_bytes
         b = dtype_bytes(parts[1] if len(parts) > 1 and parts[1] else parts[0])
         if b:
             return float(b)
@@ -366,7 +366,7 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
 
 def _no_match(ms: ModelSource, cands: Sequence[Candidate]) -> None:
     """Every candidate failed to match a shape: say why (missing config keys first)."""
-    from .mapping.shape import unknown_dims
+    from ..mapping.shape import unknown_dims
     missing = [lin for lin in unknown_dims(ms) if lin.missing_key]
     if missing:
         keys = sorted({lin.missing_key for lin in missing})

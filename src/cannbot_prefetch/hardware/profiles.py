@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .errors import InputError
-from .settings import configs_dir, load_yaml
+from ..errors import InputError
+from ..settings import configs_dir, load_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .profiling.table import ProfileInfo
+    from ..profiling.table import ProfileInfo
 
 DEFAULT_PART = "910B3"
 USER_DIR_ENV = "CANNBOT_HARDWARE_DIR"
@@ -220,7 +220,7 @@ def from_dict(data: Any, path: str = "") -> HardwareProfile:
             raise InputError(f"hardware profile field {key} is not a number: {value!r}", path=path) from None
     cmo = nums.pop("cmo_bw_gbps")
     if cmo is None:
-        from .settings import policy
+        from ..settings import policy
         cmo = float(policy().get("sizing", {}).get("cmo_bw_gbps", 285))
     nums.pop("hbm_bw_tbps")
     aliases = tuple(str(a) for a in (data.get("aliases") or []))
@@ -356,5 +356,5 @@ def is_assumed(prof: HardwareProfile) -> bool:
 def calibrate(out_path: str | Path | None = None, *, seconds: float = 3.0,
               method: str = "auto") -> HardwareProfile:
     """Measure this host's matmul rate and memory bandwidth; write and return a `cpu` profile."""
-    from ._calibrate import measure_host
+    from .calibration import measure_host
     return measure_host(out_path, seconds=seconds, method=method)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .errors import InputError
+from ..errors import InputError
 
 MATMUL_N = 1024                 # square fp32 GEMM: 2 GFLOP, big enough to reach the BLAS rate
 COPY_BYTES = 128 * 1024 * 1024  # per buffer: larger than any last-level cache
@@ -142,7 +142,7 @@ def _cpu_mhz() -> float | None:
 
 
 def _target(out_path: str | Path | None) -> Path:
-    from .hardware import user_dir
+    from .profiles import user_dir
     if out_path is None:
         return user_dir() / "cpu.yaml"
     path = Path(out_path).expanduser()
@@ -154,7 +154,7 @@ def _target(out_path: str | Path | None) -> Path:
 def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
                  method: str = "auto"):
     """Measure, write the YAML (returns the profile read back from it)."""
-    from .hardware import from_dict
+    from .profiles import from_dict
 
     if method not in ("auto", "torch", "numpy"):
         raise InputError(f"unknown calibration method {method!r}; use auto, torch or numpy")
@@ -189,7 +189,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         "hbm_bytes": "physical memory (sysconf) of this host" if ram else "not available",
         "cmo_bw_gbps": "not applicable on a CPU: policy.yaml sizing.cmo_bw_gbps placeholder (REFERENCE.md §5)",
     })
-    from .settings import policy
+    from ..settings import policy
     doc = {
         "name": "cpu",
         "aliases": ["cpu", "host"],

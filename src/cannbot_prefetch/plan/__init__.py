@@ -1,0 +1,39 @@
+"""The plan: schema.py (the `prefetch_plan.yaml` contract: dataclasses, YAML in and out,
+validation), build.py (windows + mapping + sizing -> Plan) and design.py (the design document).
+
+Only the schema is re-exported here: every stage reads plans, while build.py imports the
+upstream stages and must not be pulled in by them (`from cannbot_prefetch.plan.build import ...`).
+"""
+
+from __future__ import annotations
+
+from .schema import (
+    MAPPINGS,
+    MODES,
+    PLAN_VERSION,
+    POSITIONS,
+    SCOPES,
+    STATUSES,
+    Basis,
+    Cap,
+    Insert,
+    Join,
+    Plan,
+    Saving,
+    Site,
+    Switch,
+    Target,
+    dump_plan,
+    load_plan,
+    plan_from_dict,
+    plan_to_dict,
+    resolve_source,
+    save_plan,
+    sha256_file,
+    write_atomic,
+)
+
+__all__ = ["MAPPINGS", "MODES", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",
+           "Insert", "Join", "Plan", "Saving", "Site", "Switch", "Target", "dump_plan", "load_plan",
+           "plan_from_dict", "plan_to_dict", "resolve_source", "save_plan", "sha256_file",
+           "write_atomic"]
