@@ -17,7 +17,7 @@ from .measure import ProfileMeasure, measure_profile, shape_overlap, signature_k
 from .chart import Point, Roof, points_from_roofline
 from .expected import Expectation, expected_gain
 from .nextplan import next_plan
-from .rules import SiteVerdict, Thresholds, decide
+from .rules import SiteVerdict, Thresholds, decide, overall as overall_of
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,8 @@ class ReportData:
     verdicts: tuple[SiteVerdict, ...]
     expectation: Expectation | None
     banners: tuple[Banner, ...]
-    overall: str          # success | not_successful | worth_trying | not_worth_enabling | inconclusive
+    overall: str          # success | unconfirmed | no_change | not_successful | worth_trying |
+                          # not_worth_enabling | inconclusive
     next_plan: Plan
     points: tuple[Point, ...]
     roof: Roof | None
@@ -211,8 +212,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
             if b and o and b.found and o.found:
                 verdicts.append(decide(site, b, o, base, opt, verify.passed if verify else None, th,
                                        verify_source=verify.path if verify else ""))
-        ok = bool(verdicts) and all(v.success for v in verdicts) and len(verdicts) == len(plan.sites)
-        overall = "success" if ok else "not_successful"
+        overall = overall_of([v.outcome for v in verdicts])
     else:
         expectation = expected_gain(plan, base, th)
         overall = "worth_trying" if expectation.worth_enabling else "not_worth_enabling"
@@ -260,7 +260,7 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
         "baseline": d.baseline.to_json(),
         "optimized": d.optimized.to_json() if d.optimized else None,
         "verify": ({"path": d.verify.path, "passed": d.verify.passed} if d.verify else None),
-        "sites": [{"site_id": v.site_id, "success": v.success, "met": v.met,
+        "sites": [{"site_id": v.site_id, "outcome": v.outcome, "success": v.success, "met": v.met,
                    "checks": [check(c) for c in v.checks], "signals": list(v.signals),
                    "action": v.action, "coefficient": [v.coefficient_from, v.coefficient_to],
                    "max_size": [v.max_size_from, v.max_size_to], "reason": v.reason,

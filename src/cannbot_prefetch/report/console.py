@@ -18,7 +18,8 @@ def print_summary(d: ReportData, written: list[str], lang: str, console: Console
     for b in d.banners:
         console.print(f"[bold red]{t('MISMATCH', '输入不匹配')}:[/] {b.text}")
     en, zh = OVERALL[d.overall]
-    style = {"success": "green", "worth_trying": "green", "inconclusive": "red"}.get(d.overall, "yellow")
+    style = {"success": "green", "worth_trying": "green", "inconclusive": "red",
+             "no_change": "yellow"}.get(d.overall, "yellow")
     console.print(f"[bold {style}]{t(en, zh)}[/]")
     if d.verdicts:
         tab = Table(title=t("Success rule per site", "各位置成功标准"))

@@ -48,6 +48,12 @@ SIGNAL_NAMES = {
     "target_not_faster": ("target not clearly faster", "目标算子加速不明显"),
     "target_faster_window_stable": ("target faster, window stable", "目标算子加速明显,依赖窗口稳定"),
 }
+SITE_OUTCOMES = {
+    "success": ("success", "成功"),
+    "unconfirmed": ("gain measured, a guard not checked: not confirmed", "有收益但保护项未检查:待确认"),
+    "no_change": ("no change beyond noise", "无超出噪声的变化"),
+    "not_successful": ("not successful", "未达成功标准"),
+}
 BANNER_NAMES = {
     "different_hardware": ("Profiles from different hardware", "两份 profiling 来自不同硬件"),
     "different_models": ("Profiles from different models", "两份 profiling 来自不同模型"),
@@ -57,8 +63,14 @@ BANNER_NAMES = {
     "no_sites": ("Empty plan", "方案为空"),
 }
 OVERALL = {
-    "success": ("SUCCESS: the seed's success rule holds for every site",
-                "成功:每个预取位置均满足成功标准"),
+    "success": ("SUCCESS: every site gained (target faster or critical path shorter, beyond noise) "
+                "with its window held and outputs identical",
+                "成功:每个预取位置都有超出噪声的收益(目标算子变快或关键路径缩短),且依赖窗口未退化、功能结果无差异"),
+    "unconfirmed": ("GAIN NOT CONFIRMED: a gain was measured, but a required guard was not checked "
+                    "(outputs not compared, or the window ops not found)",
+                    "收益待确认:测到了收益,但必需的保护项未检查(未对比输出,或未找到窗口算子)"),
+    "no_change": ("NO CHANGE: neither the target op nor the critical path moved beyond noise",
+                  "无变化:目标算子与关键路径均未超出噪声范围变化"),
     "not_successful": ("NOT SUCCESSFUL: the success rule does not hold for every site",
                        "未达成功标准:并非所有预取位置都满足成功标准"),
     "worth_trying": ("Expected gain worth measuring on the NPU (no optimized profile yet)",
@@ -155,9 +167,11 @@ def _inputs(d: ReportData, t, w, files) -> None:
         w(t(f"| Verify result | `{d.verify.path}`: passed = {d.verify.passed} |",
             f"| 功能验证结果 | `{d.verify.path}`:passed = {d.verify.passed} |"))
     th = d.thresholds
-    w(t(f"| Thresholds | configs/policy.yaml `report:`: success needs {th.success_min_criteria} of 4 checks; "
-        f"a change counts above {th.noise_sigma:g}× the combined spread and {th.min_change_share * 100:g}% |",
-        f"| 阈值 | configs/policy.yaml `report:`:成功标准需满足 4 项中的 {th.success_min_criteria} 项;"
+    w(t(f"| Thresholds | configs/policy.yaml `report:`: success needs a gain (target faster or critical path "
+        f"shorter) and both guards (window not degraded, outputs identical); a change counts above "
+        f"{th.noise_sigma:g}× the combined spread and {th.min_change_share * 100:g}% |",
+        f"| 阈值 | configs/policy.yaml `report:`:成功须有收益(目标算子变快或关键路径缩短)且两项保护均满足"
+        f"(依赖窗口未退化、功能结果无差异);"
         f"变化须超过 {th.noise_sigma:g} 倍合并标准差且不少于 {th.min_change_share * 100:g}% 才计入 |"))
     w("")
 
@@ -364,10 +378,11 @@ def _item6(d: ReportData, t, w) -> None:
                 f"- `{s.id}`:无法判定:两份 profiling 中未同时找到其目标算子(见上方提示)。"))
             w("")
     for v in d.verdicts:
-        w(t(f"**`{v.site_id}`: {v.met} of 4 checks hold → {'success' if v.success else 'not successful'}** "
-            f"(success rule: at least {d.thresholds.success_min_criteria}).",
-            f"**`{v.site_id}`:满足 {v.met}/4 项 → {'成功' if v.success else '未达成功标准'}**"
-            f"(成功标准:至少满足 {d.thresholds.success_min_criteria} 项)。"))
+        en, zh = SITE_OUTCOMES[v.outcome]
+        w(t(f"**`{v.site_id}`: {en}** (success = a gain — target faster or critical path shorter — "
+            "with both guards: window not degraded, outputs identical).",
+            f"**`{v.site_id}`:{zh}**(成功 = 有收益(目标算子变快或关键路径缩短)且两项保护均满足:"
+            "依赖窗口未退化、功能结果无差异)。"))
         w("")
         w(t("| Check | Before | After | Change | Counts above (µs) | Result | Source |",
             "| 检查项 | 优化前 | 优化后 | 变化 | 计入阈值 (µs) | 结果 | 来源 |"))

@@ -1,8 +1,16 @@
 """The seed's success rule and failure-signal table, as pure functions over measured values.
 
-Success rule (seed 003 "成功标准"): at least `success_min_criteria` (2) of
-  target faster | critical path shorter | window not degraded | outputs identical,
-and never when verify says the outputs differ (a prefetch cannot change results).
+Success rule (seed 003 "成功标准", read as CONTRACTS.md "Success rule" does): a site succeeds only
+when it GAINED - the target op got faster or the critical path got shorter, beyond noise - and
+both GUARDS hold: the window is not degraded and the outputs are identical (`--verify-result`).
+The guards are required, never gains: "window held + outputs identical" alone is not a success.
+Per site the outcome is
+  success       a gain, and both guards hold;
+  unconfirmed   a gain, no guard failed, but one was not measured (no verify result, window
+                ops not found): not a success until it is;
+  no_change     neither the target nor the critical path moved beyond noise (either way) and
+                the window held: the same profile given twice lands here;
+  not_successful  everything else (a guard failed, or something got slower).
 A change counts only when it exceeds noise: `noise_sigma` x sqrt(sd_before^2 + sd_after^2) of the
 per-step values, and at least `min_change_share` of the baseline value
 (`critical_path_min_change_share` for the step time) (configs/policy.yaml `report:`).
@@ -63,12 +71,14 @@ REASONS: dict[str, tuple[str, str]] = {
 }
 
 CHECKS = ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical")
+GAINS = ("target_faster", "critical_path_shorter")       # at least one must hold
+GUARDS = ("window_stable", "outputs_identical")          # both must hold
+OUTCOMES = ("success", "unconfirmed", "no_change", "not_successful")
 ACTIONS = ("raise", "lower", "keep", "move_dependency", "drop")
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    success_min_criteria: int = 2
     noise_sigma: float = 2.0
     min_change_share: float = 0.02
     critical_path_min_change_share: float = 0.002
@@ -76,7 +86,6 @@ class Thresholds:
     window_severe_share: float = 0.20
     tail_us: float = 5.0
     tail_step_share: float = 0.01
-    idle_grow_share: float = 0.02
     optimistic_op_share: float = 0.30
     not_worth_e2e_share: float = 0.005
     model_overlap_min: float = 0.5
@@ -101,6 +110,7 @@ class Check:
     after: float | None = None
     threshold: float | None = None       # the change (us) that counts as real
     source: str = ""                     # where the numbers come from
+    moved: bool | None = None            # changed beyond the threshold, either way
 
     @property
     def change_pct(self) -> float | None:
@@ -114,7 +124,7 @@ class SiteVerdict:
     site_id: str
     checks: tuple[Check, ...]
     met: int                         # checks that hold
-    success: bool
+    success: bool                    # outcome == "success"
     signals: tuple[str, ...]         # failure-table rows that fired (codes)
     action: str                      # raise | lower | keep | move_dependency | drop
     coefficient_from: float
@@ -125,6 +135,7 @@ class SiteVerdict:
     notes: tuple[str, ...] = field(default_factory=tuple)
     reason_code: str = ""
     reason_args: tuple[tuple[str, str], ...] = ()
+    outcome: str = "not_successful"  # OUTCOMES
 
     def reason_in(self, lang: str) -> str:
         en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
@@ -146,7 +157,8 @@ def _decrease(key: str, before: Stat | None, after: Stat | None, th: Thresholds,
         return Check(key, None, before.mean if before else None, after.mean if after else None,
                      source=source or "not measured")
     thr = noise_threshold(before, after, th, floor_share)
-    return Check(key, before.mean - after.mean > thr, before.mean, after.mean, thr, source)
+    return Check(key, before.mean - after.mean > thr, before.mean, after.mean, thr, source,
+                 moved=abs(before.mean - after.mean) > thr)
 
 
 def window_check(before: Stat | None, after: Stat | None, th: Thresholds, source: str
@@ -171,10 +183,31 @@ def new_long_tails(base: ProfileMeasure, opt: ProfileMeasure, th: Thresholds) ->
     return tuple(s.stream for s in opt.streams if s.tail_us - before.get(s.stream, 0.0) > limit)
 
 
-def waiting_grew(base: ProfileMeasure, opt: ProfileMeasure, th: Thresholds) -> bool:
-    if base.compute_idle is None or opt.compute_idle is None or base.step_time is None:
-        return False
-    return opt.compute_idle.mean - base.compute_idle.mean > th.idle_grow_share * base.step_time.mean
+def outcome(checks: tuple[Check, ...]) -> str:
+    """The success rule over one site's checks (module docstring): a gain, and both guards."""
+    by = {c.key: c for c in checks}
+    gained = any(by[k].ok for k in GAINS if k in by)
+    guards = [by[k].ok for k in GUARDS if k in by]
+    if any(g is False for g in guards):
+        return "not_successful"
+    if gained:
+        return "success" if all(g is True for g in guards) else "unconfirmed"
+    if all(by[k].moved is False for k in GAINS if k in by):
+        return "no_change"
+    return "not_successful"
+
+
+def overall(outcomes: list[str]) -> str:
+    """Every site must succeed for SUCCESS; the same input twice is "no change", never SUCCESS."""
+    if not outcomes:
+        return "not_successful"
+    if all(o == "success" for o in outcomes):
+        return "success"
+    if all(o == "no_change" for o in outcomes):
+        return "no_change"
+    if all(o in ("success", "unconfirmed") for o in outcomes):
+        return "unconfirmed"
+    return "not_successful"
 
 
 def _ladder(site) -> list[float]:
@@ -223,9 +256,8 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
     outputs = Check("outputs_identical", verify_passed, source=verify_source or "no --verify-result given")
     checks = (target, crit, win, outputs)
     met = sum(1 for c in checks if c.ok)
-    # Guard on top of the seed's rule: a prefetch is a cache hint and never changes results, so
-    # different outputs mean a broken rewrite, which no timing can make a success.
-    success = met >= th.success_min_criteria and verify_passed is not False
+    result = outcome(checks)
+    success = result == "success"
 
     tails = new_long_tails(base, opt, th)
     signals: list[str] = []
@@ -286,4 +318,4 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
             args["bound"] = bound
     reason = REASONS[code][0].format(**args)
     return SiteVerdict(site.id, checks, met, success, tuple(signals), action, c0, coef, size0, size1,
-                       reason, tuple(notes), code, tuple(sorted(args.items())))
+                       reason, tuple(notes), code, tuple(sorted(args.items())), result)

@@ -26,12 +26,15 @@ def _ok(v, key):
     return v.check(key).ok
 
 
+OK = VerifySummary("verify.json", True)
+
+
 def test_target_faster_window_stable_raises_along_the_ladder(make_report):
-    d = make_report(Variant(target_factor=0.8, cmo_us=10))
+    d = make_report(Variant(target_factor=0.8, cmo_us=10), verify=OK)
     v = _v(d)
     assert (_ok(v, "target_faster"), _ok(v, "critical_path_shorter"), _ok(v, "window_stable")) == (True, True, True)
-    assert _ok(v, "outputs_identical") is None
-    assert v.met == 3 and v.success and d.overall == "success"
+    assert _ok(v, "outputs_identical") is True
+    assert v.outcome == "success" and v.success and d.overall == "success"
     assert v.action == "raise" and v.coefficient_to == 0.7
     site = d.next_plan.sites[0]
     assert site.max_size == int(WEIGHT * 0.7) == v.max_size_to
@@ -42,8 +45,17 @@ def test_target_faster_window_stable_raises_along_the_ladder(make_report):
     assert not d.banners
 
 
+def test_a_gain_without_compared_outputs_is_not_confirmed(make_report):
+    # outputs identical is a required guard: without --verify-result the gain is not a SUCCESS
+    d = make_report(Variant(target_factor=0.8, cmo_us=10))
+    v = _v(d)
+    assert _ok(v, "target_faster") and _ok(v, "outputs_identical") is None
+    assert v.outcome == "unconfirmed" and not v.success and d.overall == "unconfirmed"
+    assert v.action == "raise"     # the tuning step does not wait for the guard
+
+
 def test_top_of_the_ladder_keeps_the_size(make_report):
-    d = make_report(Variant(target_factor=0.8), coefficient=1.0)
+    d = make_report(Variant(target_factor=0.8), coefficient=1.0, verify=OK)
     v = _v(d)
     assert v.success and v.action == "keep"
     assert d.next_plan.sites[0].max_size == d.plan.sites[0].max_size == WEIGHT
@@ -92,8 +104,9 @@ def test_waiting_moved_target_faster_but_critical_path_not_shorter(make_report):
     v = _v(d)
     assert _ok(v, "target_faster") is True and _ok(v, "critical_path_shorter") is False
     assert "waiting_moved" in v.signals and v.action == "move_dependency"
-    # target faster + window stable = 2 of 4: the seed's rule counts it a success
-    assert v.met == 2 and v.success
+    # the target op is faster (a gain) and the guards hold: a success whose next step moves the wait
+    d = make_report(Variant(target_factor=0.8, idle_us=8.0), verify=OK)
+    assert _v(d).success and _v(d).action == "move_dependency"
     assert d.optimized.compute_idle.mean > d.baseline.compute_idle.mean + 20
 
 
@@ -121,19 +134,42 @@ def test_small_change_within_noise_does_not_count(make_report):
     assert c.threshold >= 0.02 * c.before
 
 
-def test_outputs_identical_is_the_second_criterion(make_report):
-    ok = VerifySummary("verify.json", True)
-    d = make_report(Variant(), verify=ok)
+def test_guards_alone_are_not_a_success(make_report):
+    # window held + outputs identical, but nothing got faster: "no change", never SUCCESS
+    d = make_report(Variant(), verify=OK)
     v = _v(d)
     assert _ok(v, "outputs_identical") is True and _ok(v, "window_stable") is True
-    assert v.met == 2 and v.success
+    assert not _ok(v, "target_faster") and not _ok(v, "critical_path_shorter")
+    assert v.outcome == "no_change" and not v.success and d.overall == "no_change"
+
+
+def test_the_same_profile_twice_is_no_change(tmp_path):
+    from profgen import write_plan, write_profile
+
+    from cannbot_prefetch import hardware
+    from cannbot_prefetch.plan import load_plan
+    from cannbot_prefetch.profiling.load import load_profile
+    from cannbot_prefetch.report import build_report
+    from cannbot_prefetch.settings import policy
+
+    a = load_profile(write_profile(tmp_path / "a"))
+    r = build_report(load_plan(write_plan(tmp_path)), "plan.yaml", a, a,
+                     hardware=hardware.resolve(None, a.info), verify=OK, policy=policy())
+    v = r.verdicts[0]
+    assert all(c.moved is False for c in v.checks if c.key in ("target_faster", "critical_path_shorter"))
+    assert v.outcome == "no_change" and r.overall == "no_change" and not v.success
+
+
+def test_a_slower_target_is_not_no_change(make_report):
+    d = make_report(Variant(target_factor=1.3), verify=OK)
+    assert _v(d).outcome == "not_successful" and d.overall == "not_successful"
 
 
 def test_outputs_differ_drops_the_site_and_is_never_a_success(make_report):
     bad = VerifySummary("verify.json", False)
     d = make_report(Variant(target_factor=0.8), verify=bad)
     v = _v(d)
-    assert v.met == 3 and not v.success
+    assert v.met == 3 and not v.success and v.outcome == "not_successful"
     assert v.signals[0] == "outputs_differ" and v.action == "drop"
     assert d.next_plan.sites == ()
 
@@ -175,7 +211,7 @@ def test_two_sites_each_get_their_own_verdict(tmp_path):
     a = load_profile(write_profile(tmp_path / "a"))
     b = load_profile(write_profile(tmp_path / "b", Variant(target_factor=0.8), seed=2))
     r = build_report(load_plan(tmp_path / "plan.yaml"), "plan.yaml", a, b,
-                     hardware=hardware.resolve(None, a.info), verify=None, policy=policy())
+                     hardware=hardware.resolve(None, a.info), verify=OK, policy=policy())
     v = {x.site_id: x for x in r.verdicts}
     assert v[SITE].action == "raise" and v[SITE].success
     # down_proj did not change: not faster, though the shared critical path got shorter -> keep
