@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from cannbot_prefetch.errors import PlanError
-from cannbot_prefetch.plan import (Basis, Cap, Insert, Join, Plan, Saving, Site, Target, dump_plan,
+from cannbot_prefetch.plan import (Basis, Cap, Guard, Insert, Join, Plan, Saving, Site, Target, dump_plan,
                                    load_plan, plan_from_dict, plan_to_dict, save_plan)
 
 
@@ -39,6 +39,19 @@ def test_round_trip_through_yaml(tmp_path):
     assert "status: proposed" in path.read_text()
 
 
+def test_guard_round_trips_and_is_optional(tmp_path):
+    """The decode guard names the tensor and the query-length dim the runtime reads."""
+    guarded = _site(guard=Guard("query_states", -2, 64))
+    plan = Plan(sites=(guarded, _site(id="no-guard")))
+    data = yaml.safe_load(dump_plan(plan))
+    assert data["sites"][0]["guard"] == {"expr": "query_states", "dim": -2, "max_len": 64}
+    assert "guard" not in data["sites"][1]          # absent = no decode guard
+    back = plan_from_dict(data)
+    assert back == plan and back.sites[0].guard == Guard("query_states", -2, 64)
+    data["sites"][1]["guard"] = None
+    assert plan_from_dict(data).sites[1].guard is None
+
+
 def test_applied_status_round_trips(tmp_path):
     plan = Plan(sites=(_site(),)).with_status("applied")
     assert plan_from_dict(yaml.safe_load(dump_plan(plan))).status == "applied"
@@ -54,6 +67,14 @@ def test_applied_status_round_trips(tmp_path):
     (lambda d: d["sites"].append(dict(d["sites"][0])), "duplicate site id"),
     (lambda d: d["sites"][0]["basis"].update(dims=[8192, -1]), "basis.dims"),
     (lambda d: d.update(version=9), "plan version 9"),
+    (lambda d: d["sites"][0].update(guard={"expr": "x", "dim": -2, "max_len": 0}),
+     "sites[0].guard.max_len' must be an integer >= 1"),
+    (lambda d: d["sites"][0].update(guard={"expr": "x[0]", "dim": -2, "max_len": 8}),
+     "sites[0].guard.expr' must be a local name or dotted attribute path"),
+    (lambda d: d["sites"][0].update(guard={"expr": "x", "dim": "S", "max_len": 8}),
+     "sites[0].guard.dim' must be an integer"),
+    (lambda d: d["sites"][0].update(guard={"dim": -2, "max_len": 8}),
+     "missing key 'sites[0].guard.expr'"),
 ])
 def test_invalid_plans_name_the_key(tmp_path, mutate, message):
     data = plan_to_dict(Plan(sites=(_site(),)))

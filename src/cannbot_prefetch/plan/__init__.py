@@ -16,6 +16,7 @@ from .schema import (
     STATUSES,
     Basis,
     Cap,
+    Guard,
     Insert,
     Join,
     Plan,
@@ -34,6 +35,6 @@ from .schema import (
 )
 
 __all__ = ["MAPPINGS", "MODES", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",
-           "Insert", "Join", "Plan", "Saving", "Site", "Switch", "Target", "dump_plan", "load_plan",
+           "Guard", "Insert", "Join", "Plan", "Saving", "Site", "Switch", "Target", "dump_plan", "load_plan",
            "plan_from_dict", "plan_to_dict", "resolve_source", "save_plan", "sha256_file",
            "write_atomic"]

@@ -1,8 +1,8 @@
 """Stage 6: the plan (`prefetch_plan.yaml`), the contract between analyze, apply and report.
 
 Keys follow ../shared/docs/CONTRACTS.md "Plan"; docs/plan.md in this repo documents each one
-and the few this project adds where the contract is silent (`max_tokens`, `target.scope`,
-`window`). Anchors name calls and variables, never line numbers, so a plan survives edits
+and the few this project adds where the contract is silent (`guard`, `max_tokens`,
+`target.scope`, `window`). Anchors name calls and variables, never line numbers, so a plan survives edits
 that do not touch the sites. Validation happens once, on load, with the key path in the error.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ MODES = ("eager", "ge_graph", "npugraph_ex")
 MAPPINGS = ("stack", "shape", "manual")
 POSITIONS = ("before", "after")
 SCOPES = ("same", "next_layer")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,17 @@ class Saving:
 
 
 @dataclass(frozen=True)
+class Guard:
+    """Decode-only runtime guard (CONTRACTS.md "Defaults"): prefetch only while
+    `<expr>.shape[dim] <= max_len`, i.e. while the tokens per sequence (query length) read from
+    that tensor stay in decode range, at any batch size."""
+
+    expr: str            # local name or dotted attribute path valid at the insertion point
+    dim: int             # the query-length dim of that tensor (may be negative: -2 of [B, S, H])
+    max_len: int         # >= 1: tokens per sequence up to which it is still decode
+
+
+@dataclass(frozen=True)
 class Site:
     id: str
     target: Target
@@ -90,7 +103,8 @@ class Site:
     evidence: dict[str, Any]
     saving_us: Saving
     source_sha256: str
-    max_tokens: int | None = None  # token-count guard: no prefetch when more tokens (prefill)
+    max_tokens: int | None = None  # old token-count guard (superseded by `guard`)
+    guard: Guard | None = None     # decode guard: tensor + dim read at runtime
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,7 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 def _site_to_dict(s: Site) -> dict[str, Any]:
     t, i, j = s.target, s.insert, s.join
-    return {
+    d = {
         "id": s.id,
         "target": {"file": t.file, "class": t.cls, "attr": t.attr, "weight_expr": t.weight_expr,
                    "scope": t.scope},
@@ -144,6 +158,9 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "saving_us": asdict(s.saving_us),
         "source_sha256": s.source_sha256,
     }
+    if s.guard is not None:     # absent = no decode guard
+        d["guard"] = {"expr": s.guard.expr, "dim": s.guard.dim, "max_len": s.guard.max_len}
+    return d
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -205,6 +222,18 @@ def _site_from(r: _Reader) -> Site:
         raise PlanError(f"'{r.where}.max_size' must be a positive integer, not {max_size}",
                         path=r.source)
     max_tokens = r.get("max_tokens", int, None)
+    guard = None
+    if r.get("guard", dict, None) is not None:
+        g = r.sub("guard")
+        max_len = g.get("max_len", int)
+        if max_len < 1:
+            raise PlanError(f"'{g.where}.max_len' must be an integer >= 1, not {max_len}",
+                            path=r.source)
+        expr = g.get("expr", str)
+        if not _DOTTED.fullmatch(expr):
+            raise PlanError(f"'{g.where}.expr' must be a local name or dotted attribute path, "
+                            f"not {expr!r}", path=r.source)
+        guard = Guard(expr, g.get("dim", int), max_len)
     caps = []
     for k, c in enumerate(b.get("caps", list, [])):
         cr = _Reader(c, f"{b.where}.caps[{k}]", r.source)
@@ -231,6 +260,7 @@ def _site_from(r: _Reader) -> Site:
         saving_us=Saving(sv.get("low", float), sv.get("mid", float), sv.get("high", float)),
         source_sha256=r.get("source_sha256", str),
         max_tokens=max_tokens,
+        guard=guard,
     )
 
 
