@@ -71,8 +71,19 @@ def test_show_lang_zh():
     assert bad.exit_code == 2
 
 
-def test_calibrate_out_json(tmp_path, monkeypatch, user_dir):
-    monkeypatch.setattr(_calibrate, "COPY_BYTES", 16 * 1024 * 1024)
+@pytest.fixture
+def fixed_rates(monkeypatch):
+    """Fixed measured rates: these tests are about what calibrate writes and prints, not about
+    how fast or loaded this machine is (tests/unit/test_hardware.py covers the measurement)."""
+    def backend(budget_s):
+        r = _calibrate.Rate
+        return ({"fp32": r(0.4e12, 0.35e12, 5, "fp32 1024x1024")}, r(30e9, 28e9, 5, "128 MiB copy"),
+                "fixed mm", "fixed copy")
+    monkeypatch.setattr(_calibrate, "_torch_backend", backend)
+    monkeypatch.setattr(_calibrate, "_numpy_backend", backend)
+
+
+def test_calibrate_out_json(tmp_path, fixed_rates, user_dir):
     out = tmp_path / "cal" / "mycpu.yaml"
     res = runner.invoke(app, ["prefetch", "hardware", "calibrate", "--out", str(out),
                               "--seconds", "0.3", "--json"])
@@ -85,8 +96,17 @@ def test_calibrate_out_json(tmp_path, monkeypatch, user_dir):
     assert not (user_dir / "cpu.yaml").exists()
 
 
-def test_calibrate_default_then_show_cpu(monkeypatch, user_dir):
-    monkeypatch.setattr(_calibrate, "COPY_BYTES", 16 * 1024 * 1024)
+def test_calibrate_out_file_hint_names_the_file_and_works(tmp_path, fixed_rates, user_dir):
+    out = tmp_path / "cal" / "mycpu.yaml"
+    res = runner.invoke(app, ["prefetch", "hardware", "calibrate", "--out", str(out)],
+                        env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    assert f"--hardware {out}" in " ".join(res.stdout.split())
+    shown = runner.invoke(app, ["prefetch", "hardware", "show", str(out), "--json"])
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["peaks_tflops"]["fp32"] == 0.4
+
+
+def test_calibrate_default_then_show_cpu(fixed_rates, user_dir):
     res = runner.invoke(app, ["prefetch", "hardware", "calibrate", "--seconds", "0.3"],
                         env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output

@@ -42,7 +42,7 @@ def analyze(
     run: Annotated[Optional[str], typer.Option(help="msprof group: the counter-group run (default PipeUtilization).")] = None,
     step: Annotated[Optional[int], typer.Option(help="Analyse this step only.")] = None,
     steps: Annotated[Optional[str], typer.Option(help="Analyse steps A:B (inclusive). Default: all but the first (warm-up).")] = None,
-    hardware: Annotated[Optional[str], typer.Option(help="Part: 910B1..910B4, Ascend910_9382, 310P3, H100, H200, A100, cpu (see `hardware list`).")] = None,
+    hardware: Annotated[Optional[str], typer.Option(help="Part (910B1..910B4, Ascend910_9382, 310P3, H100, H200, A100, cpu; see `hardware list`) or a hardware YAML file.")] = None,
     hbm_bw: Annotated[Optional[float], typer.Option("--hbm-bw", help="Override HBM bandwidth, TB/s.")] = None,
     peak_tflops: Annotated[list[str], typer.Option("--peak-tflops", help="Override a peak: DTYPE=TFLOPS (repeatable).")] = [],
     cmo_bw: Annotated[Optional[float], typer.Option("--cmo-bw", help="Override the CMO (prefetch) rate, GB/s.")] = None,

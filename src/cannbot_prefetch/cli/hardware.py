@@ -23,13 +23,13 @@ _TEXT = {
            "kind": "kind", "measured": "measured here", "shipped": "shipped",
            "field": "field", "value": "value", "source": "source",
            "more": "`cannbot prefetch hardware show NAME` lists each number with its source.",
-           "written": "wrote {path}", "use": "use it with --hardware cpu"},
+           "written": "wrote {path}", "use": "use it with --hardware {ref}"},
     "zh": {"part": "型号", "aliases": "别名", "cores": "cube/vec", "mhz": "MHz",
            "fp16": "bf16 TFLOPS", "int8": "int8 TOPS", "hbm": "HBM TB/s", "l2": "L2 MiB",
            "kind": "来源", "measured": "本机实测", "shipped": "内置",
            "field": "字段", "value": "数值", "source": "出处",
            "more": "`cannbot prefetch hardware show NAME` 列出每个数值及其出处。",
-           "written": "已写入 {path}", "use": "使用 --hardware cpu 选用该配置"},
+           "written": "已写入 {path}", "use": "使用 --hardware {ref} 选用该配置"},
 }
 
 
@@ -152,6 +152,14 @@ def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 
     guarded(debug, body)
 
 
+def _ref(prof: hwmod.HardwareProfile) -> str:
+    """What to pass to --hardware: the name when the user folder holds the file, else its path
+    (a profile written elsewhere is not found by name)."""
+    from pathlib import Path
+    in_user_dir = Path(prof.path).resolve().parent == hwmod.user_dir().resolve()
+    return prof.name if in_user_dir else prof.path
+
+
 @hw_app.command("calibrate")
 def calibrate_cmd(
     out: Annotated[str | None, typer.Option("--out", help="YAML file or folder to write (default: the user folder).")] = None,
@@ -171,6 +179,6 @@ def calibrate_cmd(
             return
         console = make_console()
         console.print(_show_table(prof, t))
-        console.print(t["written"].format(path=prof.path) + "; " + t["use"])
+        console.print(t["written"].format(path=prof.path) + "; " + t["use"].format(ref=_ref(prof)))
 
     guarded(debug, body)

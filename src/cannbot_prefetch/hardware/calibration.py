@@ -2,8 +2,9 @@
 
 Writes a `cpu` profile labelled `measured: true` so CPU PyTorch traces can be analysed with
 `--hardware cpu`. Uses torch when importable (fp32 and bf16), else numpy (fp32), else fails with
-an install hint. The numbers are best-of-N over short runs: an estimate of what this host reaches,
-not a vendor peak, and the sources say so.
+an install hint. The numbers are best-of-N over GEMMs of at least 512x512 and a copy larger than
+any cache: an estimate of what this host reaches, not a vendor peak, and the sources say so (and
+say when the host was busy). Numbers no real host gives are refused, not written.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import platform
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,66 +22,89 @@ import yaml
 
 from ..errors import InputError
 
-MATMUL_N = 1024                 # square fp32 GEMM: 2 GFLOP, big enough to reach the BLAS rate
 COPY_BYTES = 128 * 1024 * 1024  # per buffer: larger than any last-level cache
 
 
-def _best_rate(fn: Callable[[], Any], work: float, budget_s: float, min_reps: int = 2) -> float:
-    """Run `fn` repeatedly within `budget_s` (at least `min_reps` times); best `work` per second."""
-    best = 0.0
-    deadline = time.perf_counter() + budget_s
-    reps = 0
-    while reps < min_reps or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
+@dataclass(frozen=True)
+class Rate:
+    """Best-of-N rate of one kernel, with the spread that says whether the host was busy."""
+
+    best: float            # work per second of the fastest run
+    median: float          # work per second of the median run
+    runs: int
+    size: str              # what was timed, e.g. "fp32 1024x1024"
+
+    @property
+    def busy(self) -> bool:
+        """The median run was much slower than the best: other work shared the cores."""
+        return self.median > 0 and self.best / self.median > _limits()["busy_spread"]
+
+
+def _limits() -> dict[str, float]:
+    from ..settings import policy
+    return policy()["calibration"]
+
+
+def _rate(fn: Callable[[], Any], work: float, budget_s: float, min_reps: int, size: str,
+          clock: Callable[[], float] = time.perf_counter) -> Rate:
+    """Run `fn` at least `min_reps` times and until `budget_s` is spent (at most 200 runs).
+
+    Preemption on a busy host only ever makes a run slower, so the fastest run is the estimate
+    of what the host reaches; the median is kept to tell a busy host from a quiet one."""
+    rates: list[float] = []
+    deadline = clock() + budget_s
+    while len(rates) < min_reps or (clock() < deadline and len(rates) < 200):
+        t0 = clock()
         fn()
-        dt = time.perf_counter() - t0
+        dt = clock() - t0
         if dt > 0:
-            best = max(best, work / dt)
-        reps += 1
-        if reps >= 200:
-            break
-    return best
+            rates.append(work / dt)
+        elif len(rates) > 10 * min_reps:
+            break                      # a clock that never advances: give up, the check below says so
+    rates.sort()
+    if not rates:
+        return Rate(0.0, 0.0, 0, size)
+    return Rate(rates[-1], rates[len(rates) // 2], len(rates), size)
 
 
-def _matmul_rate(make: Callable[[int], Callable[[], Any]], budget_s: float) -> tuple[float, int]:
-    """Best FLOP/s of an n x n GEMM; n doubles from 128 while one run stays short (slow dtypes,
-    e.g. bf16 without hardware support, stay small so the whole thing fits the budget)."""
-    n = 128
+def _matmul_rate(make: Callable[[int], Callable[[], Any]], budget_s: float, label: str,
+                 clock: Callable[[], float] = time.perf_counter) -> Rate:
+    """FLOP/s of an n x n GEMM. n starts at `matmul_min_n` (small GEMMs measure call overhead,
+    not the multiplier) and doubles up to `matmul_max_n` while one run stays under a twentieth of
+    the budget; then best-of-N (at least 3 runs) over the rest of the budget."""
+    lim = _limits()
+    n = int(lim["matmul_min_n"])
     while True:
         run = make(n)
-        t0 = time.perf_counter()
+        run()                          # first call: allocation and dispatch warm-up, not timed
+        t0 = clock()
         run()
-        dt = time.perf_counter() - t0
-        if n >= MATMUL_N or dt > budget_s / 20:
+        dt = clock() - t0
+        if n >= int(lim["matmul_max_n"]) or dt > budget_s / 20:
             break
         n *= 2
-    reps = 1 if dt > budget_s / 2 else 2
-    return _best_rate(run, 2.0 * n ** 3, max(0.0, budget_s - dt), min_reps=reps), n
+    return _rate(run, 2.0 * n ** 3, max(0.0, budget_s - dt), 3, f"{label} {n}x{n}", clock)
 
 
-def _torch_backend(budget_s: float) -> tuple[dict[str, float], float, str, str]:
+def _torch_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
     import torch  # noqa: PLC0415 (optional dependency)
 
-    peaks: dict[str, float] = {}
-    sizes = []
+    peaks: dict[str, Rate] = {}
     for key, dtype, share in (("fp32", torch.float32, 0.4), ("bf16", torch.bfloat16, 0.25)):
         def make(n: int, dtype=dtype) -> Callable[[], Any]:
             a = torch.randn(n, n, dtype=dtype)
             b = torch.randn(n, n, dtype=dtype)
             return lambda: torch.mm(a, b)
-        rate, n = _matmul_rate(make, budget_s * share)
-        peaks[key] = rate / 1e12
-        sizes.append(f"{key} {n}x{n}")
+        peaks[key] = _matmul_rate(make, budget_s * share, key)
     src = torch.empty(COPY_BYTES // 4, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
-    bw = _best_rate(lambda: dst.copy_(src), 2.0 * COPY_BYTES, budget_s * 0.35, min_reps=3) / 1e12
+    bw = _rate(lambda: dst.copy_(src), 2.0 * COPY_BYTES, budget_s * 0.35, 3,
+               f"{COPY_BYTES >> 20} MiB copy")
     tag = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
-    mm = f"{tag}: best of repeated torch.mm ({', '.join(sizes)})"
-    copy = f"{tag}: best of repeated copies of a {COPY_BYTES >> 20} MiB tensor, counted as read + write"
-    return peaks, bw, mm, copy
+    return peaks, bw, f"{tag}: repeated torch.mm", f"{tag}: repeated tensor copies"
 
 
-def _numpy_backend(budget_s: float) -> tuple[dict[str, float], float, str, str]:
+def _numpy_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
     import numpy as np  # noqa: PLC0415 (optional dependency)
 
     rng = np.random.default_rng(0)
@@ -88,13 +113,39 @@ def _numpy_backend(budget_s: float) -> tuple[dict[str, float], float, str, str]:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         return lambda: np.matmul(a, b)
-    rate, n = _matmul_rate(make, budget_s * 0.6)
+    rate = _matmul_rate(make, budget_s * 0.6, "fp32")
     src = np.ones(COPY_BYTES // 4, dtype=np.float32)
     dst = np.empty_like(src)
-    bw = _best_rate(lambda: np.copyto(dst, src), 2.0 * COPY_BYTES, budget_s * 0.4, min_reps=3) / 1e12
-    mm = f"numpy {np.__version__}: best of repeated float32 np.matmul ({n}x{n})"
-    copy = f"numpy {np.__version__}: best of repeated copies of a {COPY_BYTES >> 20} MiB array, counted as read + write"
-    return {"fp32": rate / 1e12}, bw, mm, copy
+    bw = _rate(lambda: np.copyto(dst, src), 2.0 * COPY_BYTES, budget_s * 0.4, 3,
+               f"{COPY_BYTES >> 20} MiB copy")
+    tag = f"numpy {np.__version__}"
+    return {"fp32": rate}, bw, f"{tag}: repeated np.matmul", f"{tag}: repeated array copies"
+
+
+def _how(r: Rate) -> str:
+    busy = (f"; the host was busy (median run {r.best / r.median:.1f}x slower than the best): "
+            "rerun on a quiet machine for a steadier number") if r.busy else ""
+    return f"best of {r.runs} runs of {r.size}{busy}"
+
+
+def _check_plausible(rates: dict[str, Rate], copy: Rate) -> None:
+    """Refuse numbers no real host gives (policy.yaml `calibration.plausible_*`): a GEMM rate of
+    0.15 GFLOPS or a zero copy rate is the machine's load or the timer speaking, not the host,
+    and a ridge built on it would make every op look compute- or latency-bound."""
+    lim = _limits()
+    lo, hi = lim["plausible_tflops"]
+    hint = ("rerun `cannbot prefetch hardware calibrate` on a quieter machine (or with more "
+            "--seconds), or pass a profile you trust with --hardware NAME|FILE.yaml")
+    for key, r in rates.items():
+        tflops = r.best / 1e12
+        if not lo <= tflops <= hi:
+            raise InputError(f"calibration measured a {key} GEMM at {tflops:.3g} TFLOPS ({_how(r)}), "
+                             f"outside the plausible {lo:g}-{hi:g} TFLOPS: not written", hint=hint)
+    lo, hi = lim["plausible_bw_tbps"]
+    if not lo <= copy.best / 1e12 <= hi:
+        raise InputError(f"calibration measured memory bandwidth {copy.best / 1e12:.3g} TB/s "
+                         f"({_how(copy)}), outside the plausible {lo:g}-{hi:g} TB/s: not written",
+                         hint=hint)
 
 
 def _importable(module: str) -> bool:
@@ -167,9 +218,10 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         raise InputError("calibration needs torch or numpy to time a matmul, and neither is importable",
                          hint="pip install 'cannbot-prefetch[torch]'")
     budget = max(0.2, min(float(seconds), 8.0))
-    peaks, bw, mm_how, copy_how = (_torch_backend if use == "torch" else _numpy_backend)(budget)
-    if bw <= 0 or not peaks or any(v <= 0 for v in peaks.values()):
-        raise InputError("calibration measured no usable rate (timer resolution?)", hint="rerun it")
+    rates, copy, mm_how, copy_how = (_torch_backend if use == "torch" else _numpy_backend)(budget)
+    _check_plausible(rates, copy)
+    peaks = {k: r.best / 1e12 for k, r in rates.items()}
+    bw = copy.best / 1e12
 
     host = socket.gethostname()
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -178,9 +230,10 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
     ram = _host_memory()
     cores = os.cpu_count()
     mhz = _cpu_mhz()
-    sources: dict[str, Any] = {f"peaks_tflops.{k}": f"{stamp} {mm_how}" for k in peaks}
+    sources: dict[str, Any] = {f"peaks_tflops.{k}": f"{stamp} {mm_how}, {_how(r)}"
+                               for k, r in rates.items()}
     sources.update({
-        "hbm_bw_tbps": f"{stamp} {copy_how} (host DRAM, not HBM)",
+        "hbm_bw_tbps": f"{stamp} {copy_how}, {_how(copy)}, counted as read + write (host DRAM, not HBM)",
         "cube_cores": "os.cpu_count() on this host (logical CPUs; no cube cores)",
         "vector_cores": "os.cpu_count() on this host (logical CPUs)",
         "freq_mhz": "/proc/cpuinfo 'cpu MHz' of the first CPU at calibration time" if mhz else "not available",

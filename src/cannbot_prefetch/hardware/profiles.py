@@ -277,8 +277,19 @@ def known_names(profiles: list[HardwareProfile] | None = None) -> list[str]:
     return [p.name for p in (profiles if profiles is not None else available())]
 
 
+def _is_file_ref(name: str) -> bool:
+    return name.lower().endswith((".yaml", ".yml")) or "/" in name or os.sep in name
+
+
 def load(name: str) -> HardwareProfile:
-    """A profile by name or alias (case-insensitive). Unknown -> InputError listing the known names."""
+    """A profile by name or alias (case-insensitive), or from a YAML file (`calibrate --out`
+    writes one anywhere). Unknown -> InputError listing the known names."""
+    if _is_file_ref(name):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise InputError("hardware profile file not found", path=str(path),
+                             hint="give a part name (`cannbot prefetch hardware list`) or a YAML file")
+        return from_dict(_read_yaml(path), str(path))
     profiles = available()
     for prof in profiles:
         if prof.matches(name):
