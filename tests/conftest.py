@@ -13,9 +13,11 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = Path(os.environ.get("CANNBOT_SAMPLES", REPO.parent / "shared" / "profiling-samples"))
 EXAMPLES = REPO / "examples"
 
-# The example generators (examples/synth) are plain scripts, importable by tests.
-if str(EXAMPLES) not in sys.path:
-    sys.path.insert(0, str(EXAMPLES))
+# The example generators (examples/synth) and the matrix generator (tests/matrix/decodegen)
+# are plain packages, importable by tests.
+for _path in (EXAMPLES, REPO / "tests" / "matrix"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 
 @pytest.fixture(scope="session")
