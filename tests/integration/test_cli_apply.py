@@ -19,7 +19,7 @@ runner = CliRunner()
 
 
 def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", method="forward",
-          size=4096, file="toy_model.py"):
+          size=1024, file="toy_model.py"):
     return Site(id=id, target=Target(file, cls, attr, weight), insert=Insert(icls, method, anchor, position),
                 dependency=dep, join=Join(icls, method, "end"), max_size=size,
                 basis=Basis((32, 16), 4.0, 0.5), ladder={"up": [0.7], "down": [0.3]}, mapping="manual",
@@ -114,7 +114,7 @@ def test_changed_source_refused(project):
     (lambda p: p.replace("class: ToyMLP", "class: NoSuchMLP", 1), "target class NoSuchMLP"),
     (lambda p: p.replace("attr: up_proj", "attr: side_proj", 1), "no attribute 'side_proj'"),
     (lambda p: p.replace("expr: h\n", "expr: nothing_here\n", 1), "'nothing_here' is not defined"),
-    (lambda p: p.replace("max_size: 4096", "max_size: -1", 1), "max_size"),
+    (lambda p: p.replace("max_size: 1024", "max_size: -1", 1), "max_size"),
     (lambda p: p.replace("file: toy_model.py", "file: missing.py", 1), "model source not found"),
 ])
 def test_bad_input_exit_2_names_file_and_site(project, mutate, words):

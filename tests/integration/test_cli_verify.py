@@ -20,7 +20,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_style"
 runner = CliRunner()
 
 
-def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", size=4096):
+def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", size=1024):
     return Site(id=id, target=Target("toy_model.py", cls, attr, weight),
                 insert=Insert(icls, "forward", anchor, position), dependency=dep,
                 join=Join(icls, "forward", "end"), max_size=size, basis=Basis((32, 16), 4.0, 0.5),

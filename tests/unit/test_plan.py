@@ -94,3 +94,113 @@ def test_not_yaml_and_missing_file(tmp_path):
         load_plan(bad)
     with pytest.raises(PlanError, match="not found"):
         load_plan(tmp_path / "nope.yaml")
+
+
+# ---------------------------------------------------------------- D12: every field typed, ranged
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["sites"][0].update(ladder={"up": 5}), "'sites[0].ladder.up' must be a list"),
+    (lambda d: d["sites"][0].update(ladder={"up": [0.7, 3]}), "ladder.up[1]' must be a coefficient"),
+    (lambda d: d["sites"][0].update(ladder={"sideways": [0.5]}), "unknown key 'sites[0].ladder.sideways'"),
+    (lambda d: d.update(rejections=[1]), "'rejections[0]' must be a mapping"),
+    (lambda d: d["sites"][0]["evidence"].update(window="x"), "'sites[0].evidence.window' must be a mapping"),
+    (lambda d: d["sites"][0]["evidence"].update(signature=[1]), "evidence.signature' must be a mapping"),
+    (lambda d: d["sites"][0]["evidence"].update(notes="n"), "evidence.notes' must be a list"),
+    (lambda d: d["sites"][0].update(max_tokens=-1), "'sites[0].max_tokens' must be an integer in 1.."),
+    (lambda d: d["sites"][0].update(max_tokens=2**40), "'sites[0].max_tokens' must be an integer in 1.."),
+    (lambda d: d["sites"][0].update(max_size=10**100), "'sites[0].max_size' must be a positive integer"),
+    (lambda d: d["sites"][0].update(max_size=33554432 + 1), "more than the weight it prefetches"),
+    (lambda d: d["sites"][0].update(surprise=1), "unknown key 'sites[0].surprise'"),
+    (lambda d: d.update(extra_top=1), "unknown key 'extra_top'"),
+    (lambda d: d["switch"].update(colour="red"), "unknown key 'switch.colour'"),
+    (lambda d: d["sites"][0]["target"].update(klass="X"), "unknown key 'sites[0].target.klass'"),
+    (lambda d: d["sites"][0]["basis"].update(coefficient=float("nan")), "basis.coefficient' must be a finite"),
+    (lambda d: d["sites"][0]["basis"].update(coefficient=2.0), "basis.coefficient' must be in (0, 1]"),
+    (lambda d: d["sites"][0]["basis"].update(dims=[]), "basis.dims' must be 1 to 8"),
+    (lambda d: d["sites"][0]["basis"]["caps"][0].update(bytes=-5), "caps[0].bytes' must be an integer"),
+    (lambda d: d["sites"][0]["saving_us"].update(mid="fast"), "saving_us.mid' must be a number"),
+    (lambda d: d["sites"][0].update(source_sha256=""), "'sites[0].source_sha256' must be the 64 hex"),
+    (lambda d: d["sites"][0].update(source_sha256="0" * 63 + "g"), "source_sha256' must be the 64 hex"),
+    (lambda d: d["sites"][0].pop("source_sha256"), "missing key 'sites[0].source_sha256'"),
+    (lambda d: d["created_from"].update(profile=["x"]), "'created_from.profile' must be a string"),
+    (lambda d: d["switch"].update(default="yes"), "'switch.default' must be true/false"),
+])
+def test_d12_every_field_checked_with_its_key_path(tmp_path, mutate, message):
+    data = plan_to_dict(Plan(sites=(_site(),), created_from={"hardware": "910B3"}))
+    mutate(data)
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    assert message in str(exc.value) and str(path) in str(exc.value)
+
+
+# the fields that reach source: each must match its grammar (plan/grammar.py)
+@pytest.mark.parametrize("where, key, value", [
+    ("site", "id", "x\n        import os"),
+    ("site", "id", "Upper"),
+    ("site", "id", "join"),
+    ("target", "weight_expr", "(__import__('os').system('touch m'), self.down_proj.weight)[1]"),
+    ("target", "weight_expr", "self.w  # c"),
+    ("target", "weight_expr", "weight"),
+    ("target", "class", "A(B)"),
+    ("target", "attr", "x[0]"),
+    ("insert", "class", "class"),
+    ("insert", "method", "forward()"),
+    ("insert", "anchor_call", "self.mlp; import os"),
+    ("dependency", "expr", "x  # hi"),
+    ("dependency", "expr", "x\n+ y"),
+    ("dependency", "expr", "f(x)"),
+    ("join", "where", "after:self.x\nimport os"),
+    ("join", "where", "sideways:self.x"),
+    ("switch", "name", ""),
+    ("switch", "name", "x = __import__('os')"),
+    ("switch", "config_path", 'a"); __import__("os").system("touch m"); ("'),
+    ("switch", "config_path", 'a"""\nimport os\n"""'),
+])
+def test_s2_fields_that_reach_source_follow_the_grammar(tmp_path, where, key, value):
+    data = plan_to_dict(Plan(sites=(_site(),)))
+    node = {"site": data["sites"][0], "switch": data["switch"]}.get(where) or data["sites"][0][where]
+    node[key] = value
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(PlanError) as exc:
+        load_plan(path)
+    assert f"{key}' must be" in str(exc.value)
+
+
+def test_yaml_alias_bomb_and_deep_nesting_are_plan_errors(tmp_path):
+    bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for k in range(1, 9):
+        bomb.append(f"{chr(97 + k)}: &{chr(97 + k)} [" + ", ".join([f"*{chr(96 + k)}"] * 10) + "]")
+    path = tmp_path / "bomb.yaml"
+    path.write_text("\n".join(bomb) + "\n")
+    with pytest.raises(PlanError, match="more than"):
+        load_plan(path)
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(PlanError):
+        load_plan(path)
+
+
+def test_save_refuses_a_plan_load_would_refuse(tmp_path):
+    with pytest.raises(PlanError, match="weight_expr"):
+        save_plan(Plan(sites=(_site(target=Target("m.py", "C", "a", "self.a.weight; x")),)),
+                  tmp_path / "p.yaml")
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_new_plan_file_gets_the_umask_mode_and_a_rewrite_keeps_its_mode(tmp_path):
+    """D13: a new output is 0666 & ~umask, not mkstemp's 0600; a 0644 plan stays 0644."""
+    import os
+
+    path = tmp_path / "p.yaml"
+    old = os.umask(0o022)
+    try:
+        save_plan(Plan(sites=(_site(),)), path)
+        assert path.stat().st_mode & 0o777 == 0o644
+        path.chmod(0o640)
+        save_plan(Plan(sites=(_site(),)).with_status("applied"), path)
+        assert path.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+    assert not [p for p in tmp_path.iterdir() if p.name != "p.yaml"]

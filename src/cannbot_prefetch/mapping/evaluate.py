@@ -41,6 +41,56 @@ class _Unsupported(Exception):
     pass
 
 
+# Bounds on what model source may make the evaluator compute (it reads untrusted files): a
+# shape is far below 2**64 and a config list far below 100k items, while `2 ** 2 ** 36` or
+# `"a" * 10 ** 10` would take minutes and gigabytes. Beyond them a value is "not evaluable".
+MAX_INT = 2**64
+MAX_LEN = 100_000
+MAX_EXP_BITS = 64
+# what an evaluation may raise on odd source: the attribute is then "not evaluable"
+EVAL_ERRORS = (_Unsupported, TypeError, ArithmeticError, ValueError, AttributeError, KeyError,
+               IndexError, RecursionError)
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not -MAX_INT <= value <= MAX_INT:
+        raise _Unsupported(f"an integer of {value.bit_length()} bits")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _Unsupported(f"{value}")
+    if isinstance(value, (str, list, tuple)) and len(value) > MAX_LEN:
+        raise _Unsupported(f"a sequence of {len(value)} items")
+    return value
+
+
+def _power(a: Any, b: Any) -> Any:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        if abs(a) > 1 and b > 0 and b * math.log2(abs(a)) > MAX_EXP_BITS:
+            raise _Unsupported(f"{a} ** {b} is too large")
+    return a ** b
+
+
+def _times(a: Any, b: Any) -> Any:
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, list, tuple)) and isinstance(n, int) and len(seq) * max(n, 0) > MAX_LEN:
+            raise _Unsupported(f"a sequence of {len(seq)} x {n} items")
+    return a * b
+
+
+def _modulo(a: Any, b: Any) -> Any:
+    if isinstance(a, str):      # `"%0999999999d" % 1` formats a gigabyte; shapes never need it
+        raise _Unsupported("string formatting")
+    return a % b
+
+
+def _plus(a: Any, b: Any) -> Any:
+    if isinstance(a, (str, list, tuple)) and isinstance(b, (str, list, tuple)) \
+            and len(a) + len(b) > MAX_LEN:
+        raise _Unsupported(f"a sequence of {len(a) + len(b)} items")
+    return a + b
+
+
 @dataclass(frozen=True)
 class LinearAttr:
     file: str
@@ -150,6 +200,9 @@ class _Env:
         raise MissingKey(key)
 
     def eval(self, node: cst.BaseExpression) -> Any:
+        return _bounded(self._eval(node))
+
+    def _eval(self, node: cst.BaseExpression) -> Any:
         if isinstance(node, cst.Integer):
             return int(node.value.replace("_", ""), 0)
         if isinstance(node, cst.Float):
@@ -176,9 +229,10 @@ class _Env:
         if isinstance(node, cst.BinaryOperation):
             a, b = self.eval(node.left), self.eval(node.right)
             op = type(node.operator).__name__
-            ops = {"Add": lambda: a + b, "Subtract": lambda: a - b, "Multiply": lambda: a * b,
-                   "FloorDivide": lambda: a // b, "Divide": lambda: a / b,
-                   "Power": lambda: a ** b, "Modulo": lambda: a % b}
+            ops = {"Add": lambda: _plus(a, b), "Subtract": lambda: a - b,
+                   "Multiply": lambda: _times(a, b), "FloorDivide": lambda: a // b,
+                   "Divide": lambda: a / b, "Power": lambda: _power(a, b),
+                   "Modulo": lambda: _modulo(a, b)}
             if op not in ops:
                 raise _Unsupported(op)
             return ops[op]()
@@ -274,7 +328,7 @@ def _exec_assign(env: _Env, s: Stmt) -> None:
             d = dotted(target) or ""
             env.missing[d[5:] if d.startswith("self.") else d] = exc.key
             continue
-        except (_Unsupported, TypeError, ZeroDivisionError, ValueError):
+        except EVAL_ERRORS:
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v
@@ -350,7 +404,7 @@ def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                               f"config key '{exc.key}' is missing", exc.key, ctor == "Parameter",
                               line)
         return None
-    except (_Unsupported, TypeError, ZeroDivisionError, ValueError, AttributeError) as exc:
+    except EVAL_ERRORS as exc:
         if ctor in LINEARS:
             return LinearAttr(file, cls, attr, ctor, None, f"shape not evaluable ({exc})", line=line)
         return None

@@ -9,8 +9,8 @@ that do not touch the sites. Validation happens once, on load, with the key path
 from __future__ import annotations
 
 import hashlib
+import math
 import os
-import re
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -20,6 +20,7 @@ import yaml
 
 from .. import __version__
 from ..errors import PlanError
+from . import grammar
 
 PLAN_VERSION = 1
 STATUSES = ("proposed", "applied")
@@ -27,7 +28,6 @@ MODES = ("eager", "ge_graph", "npugraph_ex")
 MAPPINGS = ("stack", "shape", "manual")
 POSITIONS = ("before", "after")
 SCOPES = ("same", "next_layer")
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 @dataclass(frozen=True)
@@ -177,17 +177,24 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 
 class _Reader:
-    """Typed access to a nested mapping that raises PlanError naming the key path."""
+    """Typed access to a nested mapping that raises PlanError naming the key path.
+
+    `done()` refuses keys nobody asked for: a misspelt key is an error, not silently ignored."""
 
     def __init__(self, data: Any, where: str, source: str):
         if not isinstance(data, dict):
-            raise PlanError(f"{where or 'plan'} must be a mapping", path=source)
+            raise PlanError(f"'{where or 'plan'}' must be a mapping, not {_brief(data)}", path=source)
         self.data, self.where, self.source = data, where, source
+        self.seen: set[str] = set()
 
     def _path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 
+    def fail(self, key: str, message: str) -> PlanError:
+        return PlanError(f"'{self._path(key)}' {message}", path=self.source)
+
     def get(self, key: str, typ: type | tuple[type, ...], default: Any = ..., choices=None):
+        self.seen.add(key)
         if key not in self.data or self.data[key] is None:
             if default is ...:
                 raise PlanError(f"missing key '{self._path(key)}'", path=self.source)
@@ -195,16 +202,67 @@ class _Reader:
         value = self.data[key]
         if typ is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-            raise PlanError(f"'{self._path(key)}' must be {_type_name(typ)}, not {value!r}",
-                            path=self.source)
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)) or \
+                (typ is float and isinstance(value, bool)):
+            raise self.fail(key, f"must be {_type_name(typ)}, not {_brief(value)}")
+        if typ is float and not math.isfinite(value):
+            raise self.fail(key, f"must be a finite number, not {value!r}")
         if choices is not None and value not in choices:
-            raise PlanError(f"'{self._path(key)}' must be one of {', '.join(map(str, choices))}, "
-                            f"not {value!r}", path=self.source)
+            raise self.fail(key, f"must be one of {', '.join(map(str, choices))}, not {_brief(value)}")
         return value
+
+    def number(self, key: str, lo: float, hi: float, default: Any = ..., *, lo_open=False) -> float:
+        value = self.get(key, float, default)
+        if value is None or value is default:
+            return value
+        if value > hi or value < lo or (lo_open and value == lo):
+            raise self.fail(key, f"must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], not {value!r}")
+        return value
+
+    def integer(self, key: str, lo: int, hi: int, default: Any = ...) -> int:
+        value = self.get(key, int, default)
+        if value is None or value is default:
+            return value
+        if not lo <= value <= hi:
+            raise self.fail(key, f"must be an integer in {lo}..{hi}, not {_brief(value)}")
+        return value
+
+    def code(self, key: str, field: str, default: Any = ...) -> str:
+        """A string that reaches source code: it must match its grammar (grammar.RULES)."""
+        value = self.get(key, str, default)
+        msg = grammar.problem(field, value)
+        if msg:
+            raise self.fail(key, msg)
+        return value
+
+    def path(self, key: str, default: Any = ...) -> str | None:
+        value = self.get(key, str, default)
+        if value is None:
+            return value
+        if not value or any(c in value for c in "\0\r\n") or len(value) > 4096:
+            raise self.fail(key, f"must be a file path (one line, no NUL), not {_brief(value)}")
+        return value
+
+    def text(self, key: str, default: Any = ...) -> str:
+        return self.get(key, str, default)
 
     def sub(self, key: str) -> "_Reader":
         return _Reader(self.get(key, dict), self._path(key), self.source)
+
+    def items(self, key: str, default: Any = ...) -> list:
+        return self.get(key, list, default)
+
+    def done(self) -> None:
+        extra = sorted(str(k) for k in self.data if k not in self.seen)
+        if extra:
+            names = ", ".join(f"'{self._path(k)}'" for k in extra[:5])
+            raise PlanError(f"unknown key{'s' if len(extra) > 1 else ''} {names} "
+                            f"(docs/plan.md lists the keys)", path=self.source)
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _type_name(typ) -> str:
@@ -215,53 +273,173 @@ def _type_name(typ) -> str:
     return names.get(typ, typ.__name__)
 
 
-def _site_from(r: _Reader) -> Site:
-    t, i, j, b = r.sub("target"), r.sub("insert"), r.sub("join"), r.sub("basis")
-    max_size = r.get("max_size", int)
-    if max_size <= 0:
-        raise PlanError(f"'{r.where}.max_size' must be a positive integer, not {max_size}",
-                        path=r.source)
-    max_tokens = r.get("max_tokens", int, None)
-    guard = None
-    if r.get("guard", dict, None) is not None:
-        g = r.sub("guard")
-        max_len = g.get("max_len", int)
-        if max_len < 1:
-            raise PlanError(f"'{g.where}.max_len' must be an integer >= 1, not {max_len}",
-                            path=r.source)
-        expr = g.get("expr", str)
-        if not _DOTTED.fullmatch(expr):
-            raise PlanError(f"'{g.where}.expr' must be a local name or dotted attribute path, "
-                            f"not {expr!r}", path=r.source)
-        guard = Guard(expr, g.get("dim", int), max_len)
+_MAX_DIMS = 8
+_MAX_DIM = 2**40          # one weight dimension; far above any model, far below overflow
+_MAX_LIST = 64            # ladder rungs, caps
+
+
+def _ladder(r: _Reader) -> dict[str, list[float]]:
+    if "ladder" not in r.data or r.data["ladder"] is None:
+        r.seen.add("ladder")
+        return {"up": [], "down": []}
+    lr = r.sub("ladder")
+    out = {}
+    for side in ("up", "down"):
+        rungs = lr.items(side, [])
+        if len(rungs) > _MAX_LIST:
+            raise lr.fail(side, f"has {len(rungs)} rungs (at most {_MAX_LIST})")
+        vals = []
+        for k, x in enumerate(rungs):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) \
+                    or not 0 < x <= 1:
+                raise lr.fail(f"{side}[{k}]", f"must be a coefficient in (0, 1], not {_brief(x)}")
+            vals.append(float(x))
+        out[side] = vals
+    lr.done()
+    return out
+
+
+def _saving(r: _Reader, key: str) -> "Saving":
+    sv = r.sub(key)
+    out = Saving(*(sv.number(k, -1e12, 1e12) for k in ("low", "mid", "high")))
+    sv.done()
+    return out
+
+
+# evidence is free-form (shown in the design and the report), but the keys those read are typed
+_EVIDENCE_MAPPINGS = ("signature", "window", "saving_per_op_us", "tuning")
+_EVIDENCE_NUMBERS = ("instances_per_step", "mean_us", "t_memory_us", "t_compute_us", "ai", "ridge")
+_EVIDENCE_TEXTS = ("role", "verdict", "measured_verdict", "stack", "call_stack")
+
+
+def _evidence(r: _Reader) -> dict[str, Any]:
+    ev = r.get("evidence", dict, {})
+    er = _Reader(ev, r._path("evidence"), r.source)
+    for k in _EVIDENCE_MAPPINGS:
+        if ev.get(k) is not None:
+            er.get(k, dict)
+    for k in _EVIDENCE_NUMBERS:
+        if ev.get(k) is not None:
+            er.get(k, float)
+    for k in _EVIDENCE_TEXTS:
+        if ev.get(k) is not None:
+            er.get(k, str)
+    if ev.get("notes") is not None and not all(isinstance(n, str) for n in er.items("notes")):
+        raise er.fail("notes", "must be a list of strings")
+    if isinstance(ev.get("signature"), dict):
+        sr = er.sub("signature")
+        for k in ("type", "input_shapes", "dtypes", "input_dtypes"):
+            if ev["signature"].get(k) is not None:
+                sr.get(k, str)
+    if isinstance(ev.get("window"), dict):
+        wr = er.sub("window")
+        if ev["window"].get("ops") is not None and \
+                not all(isinstance(o, str) for o in wr.items("ops")):
+            raise wr.fail("ops", "must be a list of operator names")
+        for k in ("time_us", "effective_us", "min_us", "raw_us", "overlap_us"):
+            if ev["window"].get(k) is not None:
+                wr.get(k, float)
+    if isinstance(ev.get("saving_per_op_us"), dict):
+        pr = er.sub("saving_per_op_us")
+        for k in ("low", "mid", "high"):
+            if ev["saving_per_op_us"].get(k) is not None:
+                pr.get(k, float)
+    return ev
+
+
+def _basis(r: _Reader) -> Basis:
+    b = r.sub("basis")
     caps = []
-    for k, c in enumerate(b.get("caps", list, [])):
+    raw_caps = b.items("caps", [])
+    if len(raw_caps) > _MAX_LIST:
+        raise b.fail("caps", f"has {len(raw_caps)} entries (at most {_MAX_LIST})")
+    for k, c in enumerate(raw_caps):
         cr = _Reader(c, f"{b.where}.caps[{k}]", r.source)
-        caps.append(Cap(cr.get("name", str), cr.get("bytes", int), cr.get("note", str, "")))
-    dims = b.get("dims", list)
-    if not all(isinstance(d, int) and d > 0 for d in dims):
-        raise PlanError(f"'{b.where}.dims' must be positive integers, not {dims!r}", path=r.source)
-    ladder = r.get("ladder", dict, {"up": [], "down": []})
-    sv = r.sub("saving_us")
-    return Site(
-        id=r.get("id", str),
-        target=Target(t.get("file", str), t.get("class", str), t.get("attr", str),
-                      t.get("weight_expr", str), t.get("scope", str, "same", SCOPES)),
-        insert=Insert(i.get("class", str), i.get("method", str), i.get("anchor_call", str),
+        caps.append(Cap(cr.text("name"), cr.integer("bytes", 0, grammar.INT64_MAX),
+                        cr.text("note", "")))
+        cr.done()
+    dims = b.items("dims")
+    if not dims or len(dims) > _MAX_DIMS or not all(
+            isinstance(d, int) and not isinstance(d, bool) and 0 < d <= _MAX_DIM for d in dims):
+        raise b.fail("dims", f"must be 1 to {_MAX_DIMS} positive integers (each at most "
+                             f"{_MAX_DIM}), not {_brief(dims)}")
+    out = Basis(tuple(dims), b.number("dtype_bytes", 0, 64, lo_open=True),
+                b.number("coefficient", 0, 1, lo_open=True), tuple(caps),
+                b.text("bound_by", "coefficient"), b.text("formula", ""))
+    b.done()
+    return out
+
+
+def _guard(r: _Reader) -> Guard | None:
+    if r.get("guard", dict, None) is None:
+        return None
+    g = r.sub("guard")
+    out = Guard(g.code("expr", "guard.expr"), g.integer("dim", -_MAX_DIMS, _MAX_DIMS - 1),
+                g.integer("max_len", 1, grammar.INT32_MAX))
+    g.done()
+    return out
+
+
+def _site_from(r: _Reader) -> Site:
+    t, i, j, d = r.sub("target"), r.sub("insert"), r.sub("join"), r.sub("dependency")
+    basis = _basis(r)
+    weight_bytes = math.prod(basis.dims) * basis.dtype_bytes
+    max_size = r.get("max_size", int)
+    if not 0 < max_size <= grammar.INT64_MAX:
+        raise r.fail("max_size", f"must be a positive integer, not {_brief(max_size)}")
+    if max_size > math.ceil(weight_bytes):
+        raise r.fail("max_size", f"is {max_size} bytes, more than the weight it prefetches "
+                                 f"({int(weight_bytes)} bytes from basis.dims x basis.dtype_bytes)")
+    sha = r.text("source_sha256")
+    if not grammar.SHA256.match(sha):
+        raise r.fail("source_sha256", f"must be the 64 hex digits of the target file's sha256 "
+                                      f"(apply refuses to write without it), not {_brief(sha)}")
+    site = Site(
+        id=r.code("id", "id"),
+        target=Target(t.path("file"), t.code("class", "target.class"),
+                      t.code("attr", "target.attr"), t.code("weight_expr", "target.weight_expr"),
+                      t.get("scope", str, "same", SCOPES)),
+        insert=Insert(i.code("class", "insert.class"), i.code("method", "insert.method"),
+                      i.code("anchor_call", "insert.anchor_call"),
                       i.get("position", str, choices=POSITIONS)),
-        dependency=r.sub("dependency").get("expr", str),
-        join=Join(j.get("class", str), j.get("method", str), j.get("where", str, "end")),
+        dependency=d.code("expr", "dependency.expr"),
+        join=Join(j.code("class", "join.class"), j.code("method", "join.method"),
+                  j.code("where", "join.where", "end")),
         max_size=max_size,
-        basis=Basis(tuple(dims), b.get("dtype_bytes", float), b.get("coefficient", float),
-                    tuple(caps), b.get("bound_by", str, "coefficient"), b.get("formula", str, "")),
-        ladder={str(k): [float(x) for x in v] for k, v in ladder.items()},
+        basis=basis,
+        ladder=_ladder(r),
         mapping=r.get("mapping", str, choices=MAPPINGS),
-        evidence=r.get("evidence", dict, {}),
-        saving_us=Saving(sv.get("low", float), sv.get("mid", float), sv.get("high", float)),
-        source_sha256=r.get("source_sha256", str),
-        max_tokens=max_tokens,
-        guard=guard,
+        evidence=_evidence(r),
+        saving_us=_saving(r, "saving_us"),
+        source_sha256=sha,
+        max_tokens=r.integer("max_tokens", 1, grammar.INT32_MAX, None),
+        guard=_guard(r),
     )
+    for sub in (t, i, j, d, r):
+        sub.done()
+    return site
+
+
+def _rejections(r: _Reader) -> tuple[dict[str, Any], ...]:
+    out = []
+    for k, item in enumerate(r.items("rejections", [])):
+        rr = _Reader(item, f"rejections[{k}]", r.source)
+        for key in ("signature", "reason_code", "reason", "site", "site_id"):
+            if item.get(key) is not None:
+                rr.get(key, str)
+        out.append(item)
+    return tuple(out)
+
+
+def _created_from(r: _Reader) -> dict[str, Any]:
+    cf = r.get("created_from", dict, {})
+    cr = _Reader(cf, "created_from", r.source)
+    for key in ("profile", "hardware"):
+        if cf.get(key) is not None:
+            cr.get(key, str)
+    if cf.get("inputs") is not None:
+        cr.get("inputs", dict)
+    return cf
 
 
 def plan_from_dict(data: Any, source: str = "plan") -> Plan:
@@ -272,55 +450,119 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
                         path=source)
     sw = r.sub("switch")
     sites = []
-    for k, s in enumerate(r.get("sites", list)):
+    for k, s in enumerate(r.items("sites")):
         sites.append(_site_from(_Reader(s, f"sites[{k}]", source)))
     ids = [s.id for s in sites]
     dup = {x for x in ids if ids.count(x) > 1}
     if dup:
         raise PlanError(f"duplicate site id(s): {', '.join(sorted(dup))}", path=source)
-    return Plan(
+    switch = Switch(sw.code("name", "switch.name", "enable_prefetch"),
+                    sw.get("default", bool, False),
+                    sw.code("config_path", "switch.config_path", "enable_prefetch"),
+                    sw.path("config_file", None))
+    sw.done()
+    plan = Plan(
         sites=tuple(sites),
         mode=r.get("mode", str, "eager", MODES),
-        switch=Switch(sw.get("name", str, "enable_prefetch"), sw.get("default", bool, False),
-                      sw.get("config_path", str, "enable_prefetch"),
-                      sw.get("config_file", str, None)),
+        switch=switch,
         status=r.get("status", str, "proposed", STATUSES),
-        created_from=r.get("created_from", dict, {}),
-        rejections=tuple(r.get("rejections", list, [])),
+        created_from=_created_from(r),
+        rejections=_rejections(r),
         version=version,
-        tool_version=r.get("tool_version", str, __version__),
+        tool_version=r.text("tool_version", __version__),
     )
+    r.done()
+    return plan
 
 
 # ---------------------------------------------------------------- files
+
+MAX_PLAN_BYTES = 16 << 20      # a plan with hundreds of sites is well under 1 MiB
+_MAX_NODES = 1_000_000         # YAML aliases can make a small file a huge tree
+
+
+def _count_nodes(data: Any, path: str) -> None:
+    budget, todo = _MAX_NODES, [data]
+    while todo:
+        node = todo.pop()
+        budget -= 1
+        if budget < 0:
+            raise PlanError(f"has more than {_MAX_NODES} values (YAML aliases?): not a plan",
+                            path=path)
+        if isinstance(node, dict):
+            todo.extend(node.keys())
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+
 
 def load_plan(path: str | os.PathLike) -> Plan:
     p = Path(path)
     if not p.is_file():
         raise PlanError("plan file not found", path=str(p))
+    if p.stat().st_size > MAX_PLAN_BYTES:
+        raise PlanError(f"is {p.stat().st_size} bytes, more than a plan can be "
+                        f"({MAX_PLAN_BYTES >> 20} MiB)", path=str(p))
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = yaml.safe_load(p.read_bytes().decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise PlanError(f"not valid YAML{where}", path=str(p)) from None
+    except RecursionError:
+        raise PlanError("nested too deeply to be a plan", path=str(p)) from None
+    _count_nodes(data, str(p))
     return plan_from_dict(data, str(p))
 
 
 def dump_plan(plan: Plan) -> str:
     header = ("# cannbot-prefetch plan. Keys: docs/plan.md. Review before `cannbot prefetch apply`;\n"
               "# edit max_size / dependency by hand if you like: apply validates the file again.\n")
-    return header + yaml.safe_dump(plan_to_dict(plan), sort_keys=False, allow_unicode=True, width=100)
+    data = plan_to_dict(plan)
+    plan_from_dict(data, "plan")     # never write a plan that apply would refuse to load
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write via a temp file in the same folder + rename, so readers never see half a file."""
+TMP_MARK = ".cbp-tmp-"
+
+
+def temp_prefix(path: Path) -> str:
+    """Temp files of `path` are `.<name>.cbp-tmp-XXXX`: a later run can tell them (and only
+    them) apart as leftovers of a killed write (`stale_temps`)."""
+    return f".{path.name}{TMP_MARK}"
+
+
+def stale_temps(path: Path) -> list[Path]:
+    folder = path.parent
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob(temp_prefix(path) + "*"))
+
+
+def new_file_mode() -> int:
+    """The mode `open()` would give a new file (0666 less the umask)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, mode: int | None = None) -> None:
+    """Write via a temp file in the same folder + rename, so readers never see half a file.
+
+    The file keeps its mode (a new one gets the umask's), set on the temp file before the
+    rename: there is no moment where the file exists with mkstemp's 0600."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    if mode is None:
+        try:
+            mode = p.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = new_file_mode()
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(p), dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -8,7 +8,6 @@ Nothing is written until everything rendered, so a failure leaves no half report
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from ..plan import dump_plan, write_atomic
@@ -55,24 +54,9 @@ def render_outputs(d: ReportData, out: Path, lang: str) -> dict[Path, str | byte
     return result
 
 
-def _write_bytes_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_outputs(outputs: dict[Path, str | bytes]) -> list[str]:
     written = []
     for path, data in outputs.items():
-        if isinstance(data, bytes):
-            _write_bytes_atomic(path, data)
-        else:
-            write_atomic(path, data)
+        write_atomic(path, data)
         written.append(str(path))
     return written

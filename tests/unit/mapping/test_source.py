@@ -125,3 +125,39 @@ def test_bad_sources_and_configs(tmp_path):
         load_config(cfg)
     with pytest.raises(InputError, match="not found"):
         load_model_source(tmp_path / "nope", {}, "")
+
+
+# S4: model source and config are untrusted input; the shape evaluator bounds what it computes
+BOMBS = '''
+import torch
+from torch import nn
+
+
+class Bomb(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.power = nn.Linear(2 ** 2 ** 36, 8)
+        self.text = nn.Linear(len("a" * 10 ** 10), 8)
+        self.items = nn.Linear(len([0] * 10 ** 10), 8)
+        self.fmt = nn.Linear(len("%0999999999d" % 1), 8)
+        self.cfgpow = nn.Linear(config.base ** config.exp, 8)
+        self.inf = nn.Linear(int(1e308 * 10), 8)
+        self.big = nn.Linear(int("9" * 4000), 8)
+        self.ok = nn.Linear(config.base ** 10, 8)
+
+    def forward(self, x):
+        return self.ok(x)
+'''
+
+
+def test_s4_evaluator_bounds_integers_powers_and_repetition(tmp_path):
+    src = tmp_path / "bomb.py"
+    src.write_text(BOMBS)
+    ms = load_model_source(src, {"base": 2, "exp": 10 ** 10}, "config.json")
+    lins = {a: lin for (c, a), lin in ms.linears.items()}
+    assert lins["ok"].dims == (8, 1024)          # ordinary arithmetic still evaluates
+    for attr in ("power", "text", "items", "fmt", "cfgpow", "inf", "big"):
+        assert lins[attr].dims is None, attr
+        assert "not evaluable" in lins[attr].error, (attr, lins[attr].error)
+    assert "too large" in lins["power"].error and "too large" in lins["cfgpow"].error
+    assert "items" in lins["text"].error and "items" in lins["items"].error

@@ -1,0 +1,116 @@
+"""The grammar of every plan field that reaches source code (CONTRACTS "Plan fields are data").
+
+A plan is shared, reviewed and committed like any other text, so nothing in it is pasted into
+source or evaluated: each field the rewriter, the helper, the A/B script or `verify` uses must
+match one of these shapes, and the code is then built from the parsed pieces (identifiers and
+integers), never from the string. One definition, used on load (`schema.py`, with the key path)
+and again by every consumer that takes a `Site` or `Switch` built in memory.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+# ASCII only: model code names its classes and attributes in ASCII, and Unicode identifiers
+# would let two different strings normalise to one name (NFKC).
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SITE_ID = re.compile(r"[a-z0-9_.-]{1,128}\Z")
+SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+# tags the rewriter writes for shared lines; a site id may not take one of them
+RESERVED_TAGS = ("import", "switch", "join", "next-layer")
+MAX_PATH_PARTS = 32
+
+
+def is_identifier(text: object) -> bool:
+    return isinstance(text, str) and bool(_IDENT.match(text)) and not keyword.iskeyword(text)
+
+
+def is_dotted(text: object, min_parts: int = 1) -> bool:
+    """`a`, `self.mlp.gate_proj.weight`: identifiers joined by dots, nothing else."""
+    if not isinstance(text, str):
+        return False
+    parts = text.split(".")
+    return min_parts <= len(parts) <= MAX_PATH_PARTS and all(is_identifier(p) for p in parts)
+
+
+def is_site_id(text: object) -> bool:
+    return isinstance(text, str) and bool(SITE_ID.match(text)) and text not in RESERVED_TAGS
+
+
+def split_where(where: str) -> tuple[str, str]:
+    """`end` -> ("end", ""); `before:self.mlp` -> ("before", "self.mlp")."""
+    if where == "end":
+        return "end", ""
+    kind, sep, call = where.partition(":")
+    return (kind, call) if sep else (where, "")
+
+
+def is_join_where(text: object) -> bool:
+    if not isinstance(text, str):
+        return False
+    kind, call = split_where(text)
+    return kind == "end" or (kind in ("before", "after") and is_dotted(call))
+
+
+# field -> (check, what it must be): the fields that reach code
+_DOTTED = (is_dotted, "a dotted name (identifiers joined by '.')")
+_IDENT_RULE = (is_identifier, "a Python identifier")
+RULES = {
+    "id": (is_site_id, "lowercase letters, digits, '_', '.', '-' (not import/switch/join/"
+                       "next-layer)"),
+    "target.class": _IDENT_RULE,
+    "target.attr": _DOTTED,
+    "target.weight_expr": (lambda t: is_dotted(t, 2), "an attribute path such as "
+                                                     "self.mlp.gate_proj.weight"),
+    "insert.class": _IDENT_RULE,
+    "insert.method": _IDENT_RULE,
+    "insert.anchor_call": _DOTTED,
+    "dependency.expr": (is_dotted, "a local name or an attribute path (no calls, operators, "
+                                   "comments or line breaks)"),
+    "guard.expr": (is_dotted, "a local name or an attribute path"),
+    "join.class": _IDENT_RULE,
+    "join.method": _IDENT_RULE,
+    "join.where": (is_join_where, "end, before:<call> or after:<call>"),
+    "switch.name": _IDENT_RULE,
+    "switch.config_path": _DOTTED,
+}
+
+
+def problem(field: str, value: object) -> str | None:
+    """None when `value` fits the grammar of `field` (a key of RULES), else what it must be."""
+    check, what = RULES[field]
+    return None if check(value) else f"must be {what}, not {value!r}"
+
+
+def site_problems(site) -> list[tuple[str, str]]:
+    """[(key path inside the site, message)] for the fields of a Site that reach source."""
+    t, i, j = site.target, site.insert, site.join
+    values = {"id": site.id, "target.class": t.cls, "target.attr": t.attr,
+              "target.weight_expr": t.weight_expr, "insert.class": i.cls,
+              "insert.method": i.method, "insert.anchor_call": i.anchor_call,
+              "dependency.expr": site.dependency, "join.class": j.cls, "join.method": j.method,
+              "join.where": j.where}
+    out = [(k, msg) for k, v in values.items() if (msg := problem(k, v))]
+    if not isinstance(site.max_size, int) or isinstance(site.max_size, bool) \
+            or not 0 < site.max_size <= INT64_MAX:
+        out.append(("max_size", f"must be an integer in 1..{INT64_MAX}, not {site.max_size!r}"))
+    mt = site.max_tokens
+    if mt is not None and (not isinstance(mt, int) or isinstance(mt, bool) or not 0 < mt <= INT32_MAX):
+        out.append(("max_tokens", f"must be an integer in 1..{INT32_MAX}, not {mt!r}"))
+    return out
+
+
+def switch_problems(switch) -> list[tuple[str, str]]:
+    out = [(f"switch.{k}", msg) for k, v in (("name", switch.name),
+                                             ("config_path", switch.config_path))
+           if (msg := problem(f"switch.{k}", v))]
+    if not isinstance(switch.default, bool):
+        out.append(("switch.default", f"must be true or false, not {switch.default!r}"))
+    return out
+
+
+# torch_npu.npu_prefetch takes max_size as an int64 (the C++ op's `int` argument); the token
+# guard is compared against a tensor dimension product, which a 32-bit count always covers.
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1
