@@ -185,8 +185,8 @@ def _plan(roof, info, hw, opts: AnalyzeOptions):
                       f"{site.insert.anchor_call}",
             "dependency": site.dependency, "mapping": site.mapping, "max_size": site.max_size,
             "bound_by": site.basis.bound_by, "coefficient": site.basis.coefficient,
-            "saving_us": {"low": site.saving_us.low, "mid": site.saving_us.mid,
-                          "high": site.saving_us.high},
+            "saving_us": ({"low": site.saving_us.low, "mid": site.saving_us.mid,
+                           "high": site.saving_us.high} if site.saving_us is not None else None),
             "window": site.evidence.get("window"), "reason": v.reason or None})
     files = {out / "prefetch_plan.yaml": dump_plan(plan),
              out / "prefetch_design.md": render_design(design)}

@@ -13,11 +13,7 @@ Seed formulas (b = bytes per element): q/o H*H*b, gate_up H*I*2*b, down I*H*b, Q
 H*H*1, MoE `gmm1 = H*I*2*b // moe_tp * experts_per_rank // 2`, `gmm2 = H*I*b // moe_tp *
 experts_per_rank`. The GMM formulas give the size to use directly (coefficient 1.0, recorded).
 
-Benefit (per op): saved = P / BW_eff * (1 - BW_eff / BW_L2), BW_eff = what the op achieves from
-HBM (its bytes / its measured time, at most the HBM peak), BW_L2 = (3.4 .. 5) x HBM (low / high,
-mid between); bounded by the op's time minus its compute floor, minus the window slowdown when
-the prefetch and the window's own traffic exceed HBM bandwidth. A per-op prediction above
-policy sizing.optimistic_saving_share (30%) is flagged as optimistic.
+Benefit: gain.py (one function for every stage); `size_site` calls it with the size it chose.
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
+from .gain import GainInputs, expected
 from .plan import Basis, Cap, Saving
 from .settings import policy
 
@@ -66,25 +63,21 @@ class WindowTime:
 
 
 @dataclass(frozen=True)
-class OpTiming:
-    """The target op as measured (per instance) and its roofline floors."""
-
-    mean_us: float
-    bytes: int                          # bytes one instance moves
-    t_compute_us: float = 0.0
-    per_step: float = 1.0               # instances per step
-
-
-@dataclass(frozen=True)
 class Sized:
     max_size: int
     basis: Basis
     ladder: dict[str, list[float]]
-    saving_us: Saving                  # per step (per op x instances per step)
-    saving_per_op: Saving
+    saving_us: Saving | None           # per step (per op x instances per step); None: no profile
+    saving_per_op: Saving | None
     optimistic: bool
     weight_bytes: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    gain_inputs: GainInputs | None = None   # what the plan records so report can recompute
+
+    @property
+    def mid(self) -> float:
+        """The ranking key: expected saving per step (mid); 0 when unknown."""
+        return self.saving_us.mid if self.saving_us is not None else 0.0
 
 
 def theoretical_bytes(w: Weight) -> tuple[int, str]:
@@ -107,7 +100,7 @@ def theoretical_bytes(w: Weight) -> tuple[int, str]:
     return w.nbytes, FORMULAS.get(w.role, FORMULAS["linear"])
 
 
-def size_site(w: Weight, window: WindowTime, op: OpTiming | None, hw: Any, *, in_flight: int = 1,
+def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any, *, in_flight: int = 1,
               user_cap: int | None = None, coefficient: float | None = None,
               cmo_bw_gbps: float | None = None, pol: dict[str, Any] | None = None) -> Sized:
     """Size one site. `hw`: a HardwareProfile (hbm_bw_bytes_per_s, l2_bytes, cmo_bw_gbps)."""
@@ -158,35 +151,11 @@ def size_site(w: Weight, window: WindowTime, op: OpTiming | None, hw: Any, *, in
                   bound_by, f"{formula} x {use_coef:g}")
     ladder = {"up": [float(x) for x in sz["ladder_up"]],
               "down": [float(x) for x in sz["ladder_down"]]}
-    per_op, opt = (Saving(0.0, 0.0, 0.0), False)
-    if op is not None:
-        per_op, opt = benefit(size, op, window, hw, pol)
-        if opt:
-            notes.append(f"optimistic: predicted {per_op.mid:.1f} of {op.mean_us:.1f} us per op "
-                         f"(> {sz['optimistic_saving_share']:.0%}); public gains are 0.35-8.9%")
-    per_step = op.per_step if op else 1.0
-    total = Saving(*(round(v * per_step, 3) for v in (per_op.low, per_op.mid, per_op.high)))
-    return Sized(int(size), basis, ladder, total, per_op, opt, theory, tuple(notes))
+    g_in = gain_in.stored() if gain_in is not None else None
+    g = expected(int(size), g_in, hw, pol)
+    if g is not None and g.optimistic:
+        notes.append(f"optimistic: predicted {g.per_op.mid:.1f} of {g_in.mean_us:.1f} us per op "
+                     f"(> {pol['benefit']['optimistic_op_share']:.0%}); public gains are 0.35-8.9%")
+    return Sized(int(size), basis, ladder, g.per_step if g else None, g.per_op if g else None,
+                 bool(g and g.optimistic), theory, tuple(notes), g_in)
 
-
-def benefit(p_bytes: int, op: OpTiming, window: WindowTime, hw: Any,
-            pol: dict[str, Any] | None = None) -> tuple[Saving, bool]:
-    """Time saved per op (low, mid, high) by prefetching p_bytes, and whether it is optimistic."""
-    pol = pol or policy()
-    lo_r, hi_r = (float(x) for x in pol["benefit"]["l2_to_hbm_bw_ratio"])
-    hbm = float(hw.hbm_bw_bytes_per_s)
-    t_op = op.mean_us * 1e-6
-    bw_eff = min(op.bytes / t_op, hbm) if t_op > 0 and op.bytes > 0 else hbm
-    ceiling = max(op.mean_us - op.t_compute_us, 0.0)
-    slowdown = 0.0
-    if window.time_us is not None:
-        need = (p_bytes + window.bytes) / hbm * 1e6
-        slowdown = max(need - window.time_us, 0.0)
-    out = []
-    for ratio in (lo_r, (lo_r + hi_r) / 2, hi_r):
-        bw_l2 = ratio * hbm
-        saved = p_bytes / bw_eff * (1 - bw_eff / bw_l2) * 1e6
-        out.append(round(max(min(saved, ceiling) - slowdown, 0.0), 3))
-    s = Saving(*out)
-    share = float(pol["sizing"]["optimistic_saving_share"])
-    return s, op.mean_us > 0 and s.mid / op.mean_us > share

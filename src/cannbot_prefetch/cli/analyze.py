@@ -127,7 +127,10 @@ def render(doc: dict, top: int) -> None:
     by_id = {s.get("sig_id"): s for s in doc["signatures"]}
     sigs = [by_id[i] for i in doc.get("top", []) if i in by_id]
     footnotes: list[str] = []
-    if not doc["signatures"] and p:
+    if not p:
+        con.print("No profile (manual mode): no roofline; what needs a profile is unknown.",
+                  style="bold")
+    elif not doc["signatures"]:
         con.print("No MatMul-family operator with shapes in this profile.", style="bold")
     elif not sigs:
         con.print("No memory-bound MatMul-family operator (by roofline or counters): nothing to "
@@ -158,9 +161,11 @@ def render(doc: dict, top: int) -> None:
     for c in doc.get("candidates", []):
         if c.get("planned"):
             sv = c["saving_us"]
+            gain = (f"{sv['low']:.1f}-{sv['high']:.1f} µs/step (mid {sv['mid']:.1f})" if sv
+                    else "unknown (no profile)")
             con.print(f"[green]planned[/] {c['site']}: prefetch {c['target']} in {c['insert']} "
                       f"(dependency {c['dependency']}), max_size {c['max_size']:,} B (bound by "
-                      f"{c['bound_by']}), expected saving {sv['low']:.1f}-{sv['high']:.1f} µs/step")
+                      f"{c['bound_by']}), expected saving {gain}")
     for r in doc.get("rejections", []):
         con.print(f"[yellow]not planned[/] {r.get('signature', '')}: {r.get('reason', '')} "
                   f"[dim]({r.get('reason_code', '')})[/]")

@@ -20,7 +20,7 @@ def report(
     optimized: Annotated[Optional[str], typer.Option("--optimized", help="Profile with the switch on. Without it: expected-gain analysis only.")] = None,
     verify_result: Annotated[Optional[str], typer.Option("--verify-result", help="verify.json from `cannbot prefetch verify`.")] = None,
     out: Annotated[str, typer.Option("--out", help="Markdown report path; the chart, next plan and A/B script go beside it.")] = "report.md",
-    hardware: Annotated[Optional[str], typer.Option(help="Part name or hardware YAML file for the roofline chart (default: detected from the profile).")] = None,
+    hardware: Annotated[Optional[str], typer.Option(help="Part name or hardware YAML file for the expected gain and the roofline chart (default: the plan's, created_from.hardware, with its overrides).")] = None,
     rank: Annotated[Optional[int], typer.Option(help="Rank when a profile folder holds several.")] = None,
     steps: Annotated[Optional[str], typer.Option(help="Steps A:B (inclusive) of both profiles. Default: all but the first.")] = None,
     lang: LangOpt = "en",

@@ -36,8 +36,9 @@ from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
 from .schema import MODES, Plan, Site, Switch, Target, sha256_file
-from ..settings import policy
-from ..sizing import OpTiming, Sized, Weight, WindowTime, size_site
+from ..settings import configs_dir, policy
+from ..gain import GainInputs, to_evidence
+from ..sizing import Sized, Weight, WindowTime, size_site
 from ..windows import Candidate, Rejection, TargetSig, find_windows
 
 DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "int8": 1,
@@ -238,9 +239,9 @@ def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: i
     # free bandwidth, so only the measured window counts (and the site ranks after exact ones)
     time_us = effective_window_us(cand, m)
     wbytes = sum(o.bytes for o in win.ops)
-    op = OpTiming(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
-                  cand.per_step)
-    return size_site(w, WindowTime(time_us, wbytes), op, hw, in_flight=in_flight,
+    g = GainInputs(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
+                   cand.per_step, time_us, int(wbytes))
+    return size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
                      user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
 
 
@@ -250,9 +251,9 @@ def effective_window_us(cand: Candidate, m: Mapped) -> float:
 
 
 def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
-    """Rank by expected saving (mid, per step); keep one site per attribute; max_sites."""
-    ranked = sorted(views, key=lambda v: (v[1].placement.shift in ("earlier", "later"),
-                                          -v[2].saving_us.mid))
+    """Rank by the expected saving per step (mid, gain.py: the number the design and report
+    show); keep one site per attribute; the first --max-sites are planned."""
+    ranked = sorted(views, key=lambda v: -v[2].mid)
     seen: set[str] = set()
     keep, listed, rej = [], [], []
     for c, m, s in ranked:
@@ -261,7 +262,7 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             listed.append(((c, m, s), "another call site of the same attribute ranks higher"))
             continue
         seen.add(q)
-        if c is not None and m.method != "manual" and s.saving_us.mid <= 0:
+        if c is not None and m.method != "manual" and s.mid <= 0:
             listed.append(((c, m, s), "no expected saving"))
             why = (f"; {m.placement.note}" if m.placement.shift == "later" else "")
             rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
@@ -270,15 +271,21 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             continue
         if len(keep) >= opts.max_sites:
             listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
+            last = keep[-1][1].target.qualname
             rej.append(_rej(c, m, reasons.MAX_SITES,
-                            f"{q}: ranks below the {opts.max_sites} site(s) allowed "
-                            f"(--max-sites; expected {s.saving_us.mid:.1f} us/step)"))
+                            f"{q}: expected {_us(s)} us/step, ranked by expected saving below "
+                            f"the {opts.max_sites} site(s) allowed (--max-sites; the last "
+                            f"planned, {last}, expects {_us(keep[-1][2])} us/step)"))
             continue
         keep.append((c, m, s))
     n = len(keep)
     if n > 1:   # the L2 budget is shared by the sites in flight together
         keep = [(c, m, _size(m, c, hw, opts, n, cfg)) for c, m, _ in keep]
     return keep, listed, rej
+
+
+def _us(s: Sized) -> str:
+    return f"{s.saving_us.mid:.1f}" if s.saving_us is not None else "unknown (no profile)"
 
 
 def _rej(c: Candidate | None, m: Mapped, code: str, why: str) -> Rejection:
@@ -311,20 +318,20 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
         t, w = c.target, c.window
         ev.update({
             "signature": {"type": t.type, "input_shapes": t.input_shapes, "dtypes": t.dtypes},
-            "instances_per_step": round(c.per_step, 3),
-            "mean_us": round(c.mean_us, 3),
             "t_memory_us": round(float(t.t_memory_us or 0), 3),
-            "t_compute_us": round(float(t.t_compute_us or 0), 3),
             "verdict": t.verdict, "measured_verdict": t.measured_verdict,
             "ai": round(float(t.ai or 0), 2), "ridge": round(float(t.ridge or 0), 1),
-            "window": {**w.to_dict(), "shift": pl.shift,
-                       "effective_us": round(effective_window_us(c, m), 3),
-                       "source_call": m.window_call},
+            "window": {**w.to_dict(), "shift": pl.shift, "source_call": m.window_call},
         })
     else:
         ev["window"] = {"shift": pl.shift, "manual": opts.window or "(nearest legal dependency)"}
-    ev["saving_per_op_us"] = {"low": s.saving_per_op.low, "mid": s.saving_per_op.mid,
-                              "high": s.saving_per_op.high}
+    if s.gain_inputs is not None:   # the benefit inputs, as gain.inputs_of reads them back
+        rec = to_evidence(s.gain_inputs)
+        ev.update({k: v for k, v in rec.items() if k != "window"})
+        ev["window"] = {**ev["window"], **rec["window"]}
+    if s.saving_per_op is not None:
+        ev["saving_per_op_us"] = {"low": s.saving_per_op.low, "mid": s.saving_per_op.mid,
+                                  "high": s.saving_per_op.high}
     ev["optimistic"] = bool(s.optimistic)
     notes = list(m.notes) + list(s.notes)
     if notes:
@@ -387,6 +394,12 @@ def _created_from(info, hw, ms: ModelSource, cfg_path: str) -> dict[str, Any]:
         inputs["config_sha256"] = sha256_file(cfg_path)
     d: dict[str, Any] = {"profile": getattr(info, "path", None), "hardware": getattr(hw, "name", None),
                          "inputs": inputs}
+    over = dict(getattr(hw, "overrides", {}) or {})
+    if over:   # --hbm-bw / --peak-tflops / --cmo-bw: report applies them again (gain.py)
+        d["hardware_overrides"] = over
+    path = getattr(hw, "path", "") or ""
+    if path and not Path(path).resolve().is_relative_to(configs_dir().resolve()):
+        d["hardware_file"] = str(Path(path).resolve())   # a calibrated / user profile
     return d
 
 

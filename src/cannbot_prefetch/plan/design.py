@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..gain import optimistic_share
 from .build import DesignInputs, SiteView
 
 _T: dict[str, dict[str, str]] = {
@@ -44,7 +45,8 @@ _T: dict[str, dict[str, str]] = {
         "saving_note": "Benefit model (REFERENCE.md §5): saved ≈ P / BW_eff × (1 − BW_eff / BW_L2), "
                        "BW_L2 = 3.4–5 × HBM (low / high), bounded by the op time minus its compute "
                        "floor, minus any window slowdown. Public gains are 0.35–8.9%: treat "
-                       "predictions above 30% per op as optimistic.",
+                       "predictions above {opt} per op as optimistic. The same function "
+                       "(gain.py) gives this number to analyze's JSON and to `report`.",
         "not_planned": "7. Not planned, and why",
         "risks": "8. Risks",
         "gate": "9. Confirmation (方案确认)",
@@ -71,7 +73,8 @@ _T: dict[str, dict[str, str]] = {
         "bound": "bound by **{bound}** → max_size = {size}",
         "saving_line": "{id}: {low} / {mid} / {high} µs per step (low / mid / high), "
                        "{per_op} µs of {mean} µs per op{opt}",
-        "optimistic": " — **optimistic** (> 30% of the op)",
+        "optimistic": " — **optimistic** (> {opt} of the op)",
+        "unknown": "unknown (no profile)",
         "unmapped": "unmapped candidate",
         "risk_window": "Prefetch competes with the window's own traffic: if the window op slows "
                        "down, lower max_size (0.5 → 0.3 → 0.1) or move the dependency.",
@@ -117,7 +120,7 @@ _T: dict[str, dict[str, str]] = {
         "saving": "6. 预期收益",
         "saving_note": "收益模型（REFERENCE.md §5）：节省 ≈ P / BW_eff × (1 − BW_eff / BW_L2)，"
                        "BW_L2 = 3.4–5 × HBM（低 / 高），上限为算子耗时减去计算下限，再减去窗口变慢的部分。"
-                       "公开实测收益为 0.35–8.9%：单算子预测超过 30% 视为乐观。",
+                       "公开实测收益为 0.35–8.9%：单算子预测超过 {opt} 视为乐观。analyze 的 JSON 与 `report` 使用同一函数（gain.py）计算此数值。",
         "not_planned": "7. 未纳入方案的候选及原因",
         "risks": "8. 风险",
         "gate": "9. 方案确认",
@@ -137,7 +140,8 @@ _T: dict[str, dict[str, str]] = {
         "cap_head": "| 上限 | 字节 | 依据 |",
         "bound": "由 **{bound}** 决定 → max_size = {size}",
         "saving_line": "{id}：每步 {low} / {mid} / {high} µs（低 / 中 / 高），单算子 {per_op} µs / {mean} µs{opt}",
-        "optimistic": "——**乐观**（超过算子耗时 30%）",
+        "optimistic": "——**乐观**（超过算子耗时 {opt}）",
+        "unknown": "未知（无 profiling 数据）",
         "unmapped": "未能映射到源码的候选",
         "risk_window": "预取会与依赖窗口自身的访存争抢带宽：若前序窗口变慢，减小 max_size（50% → 30% → 10%）或调整依赖位置。",
         "risk_tokens": "仅 decode：token 数超过 {n} 时（prefill）跳过预取。",
@@ -256,15 +260,19 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if listed:
         L.append("")
 
-    L += [f"## {t['saving']}", "", t["saving_note"], ""]
+    opt = f"{optimistic_share():.0%}"
+    L += [f"## {t['saving']}", "", t["saving_note"].format(opt=opt), ""]
     for v in planned + listed:
         ev = v.site.evidence
         po = ev.get("saving_per_op_us", {})
         s = v.site.saving_us
+        if s is None:
+            L.append(f"- {v.site.id}: {t['unknown']}")
+            continue
         L.append("- " + t["saving_line"].format(
             id=v.site.id, low=_fmt(s.low), mid=_fmt(s.mid), high=_fmt(s.high),
             per_op=_fmt(po.get("mid")), mean=_fmt(ev.get("mean_us")),
-            opt=t["optimistic"] if ev.get("optimistic") else ""))
+            opt=t["optimistic"].format(opt=opt) if ev.get("optimistic") else ""))
     L.append("")
 
     L += [f"## {t['not_planned']}", ""]

@@ -101,7 +101,7 @@ class Site:
     ladder: dict[str, list[float]]  # {"up": [0.7, 1.0], "down": [0.3, 0.1]}
     mapping: str
     evidence: dict[str, Any]
-    saving_us: Saving
+    saving_us: Saving | None      # per step; None = unknown (manual mode without a profile)
     source_sha256: str
     max_tokens: int | None = None  # old token-count guard (superseded by `guard`)
     guard: Guard | None = None     # decode guard: tensor + dim read at runtime
@@ -155,7 +155,7 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "ladder": {k: list(v) for k, v in s.ladder.items()},
         "mapping": s.mapping,
         "evidence": s.evidence,
-        "saving_us": asdict(s.saving_us),
+        "saving_us": asdict(s.saving_us) if s.saving_us is not None else None,
         "source_sha256": s.source_sha256,
     }
     if s.guard is not None:     # absent = no decode guard
@@ -306,9 +306,16 @@ def _saving(r: _Reader, key: str) -> "Saving":
     return out
 
 
+def _absent(r: _Reader, key: str) -> None:
+    """A key given as null (unknown), marked as read."""
+    r.seen.add(key)
+    return None
+
+
 # evidence is free-form (shown in the design and the report), but the keys those read are typed
 _EVIDENCE_MAPPINGS = ("signature", "window", "saving_per_op_us", "tuning")
-_EVIDENCE_NUMBERS = ("instances_per_step", "mean_us", "t_memory_us", "t_compute_us", "ai", "ridge")
+_EVIDENCE_NUMBERS = ("instances_per_step", "mean_us", "t_memory_us", "t_compute_us", "ai", "ridge",
+                     "bytes_per_op", "useful_share")
 _EVIDENCE_TEXTS = ("role", "verdict", "measured_verdict", "stack", "call_stack")
 
 
@@ -336,7 +343,7 @@ def _evidence(r: _Reader) -> dict[str, Any]:
         if ev["window"].get("ops") is not None and \
                 not all(isinstance(o, str) for o in wr.items("ops")):
             raise wr.fail("ops", "must be a list of operator names")
-        for k in ("time_us", "effective_us", "min_us", "raw_us", "overlap_us"):
+        for k in ("time_us", "effective_us", "min_us", "raw_us", "overlap_us", "bytes"):
             if ev["window"].get(k) is not None:
                 wr.get(k, float)
     if isinstance(ev.get("saving_per_op_us"), dict):
@@ -410,7 +417,7 @@ def _site_from(r: _Reader) -> Site:
         ladder=_ladder(r),
         mapping=r.get("mapping", str, choices=MAPPINGS),
         evidence=_evidence(r),
-        saving_us=_saving(r, "saving_us"),
+        saving_us=_saving(r, "saving_us") if r.data.get("saving_us") is not None else _absent(r, "saving_us"),
         source_sha256=sha,
         max_tokens=r.integer("max_tokens", 1, grammar.INT32_MAX, None),
         guard=_guard(r),
@@ -434,11 +441,15 @@ def _rejections(r: _Reader) -> tuple[dict[str, Any], ...]:
 def _created_from(r: _Reader) -> dict[str, Any]:
     cf = r.get("created_from", dict, {})
     cr = _Reader(cf, "created_from", r.source)
-    for key in ("profile", "hardware"):
+    for key in ("profile", "hardware", "hardware_file"):
         if cf.get(key) is not None:
             cr.get(key, str)
     if cf.get("inputs") is not None:
         cr.get("inputs", dict)
+    if cf.get("hardware_overrides") is not None:
+        hr = cr.sub("hardware_overrides")
+        for k in cf["hardware_overrides"]:
+            hr.number(k, 0.0, 1e9)
     return cf
 
 

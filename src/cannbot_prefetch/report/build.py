@@ -214,7 +214,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                                        verify_source=verify.path if verify else ""))
         overall = overall_of([v.outcome for v in verdicts])
     else:
-        expectation = expected_gain(plan, base, th)
+        expectation = expected_gain(plan, base, th, hardware, policy)
         overall = "worth_trying" if expectation.worth_enabling else "not_worth_enabling"
     if banners:
         overall = "inconclusive"
@@ -227,8 +227,9 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
     points, roof, rows, notes = _roofline(baseline, hardware, target_keys, top_n)
     planned_hw = str(plan.created_from.get("hardware") or "")
     if planned_hw and hasattr(hardware, "matches") and not hardware.matches(planned_hw):
-        notes.insert(0, f"the plan was made for {planned_hw}; the baseline profile is read as "
-                        f"{hardware.name}: sizes and expected savings assume the plan's part")
+        notes.insert(0, f"the plan was made for {planned_hw}; this report uses {hardware.name} "
+                        f"({hardware.detected_from}): expected savings are recomputed for it, "
+                        "the plan's sizes and caps stay as planned")
     return ReportData(plan, str(plan_path), base, opt, _hw_json(hardware), verify,
                       tuple(verdicts), expectation, tuple(banners), overall, nxt, tuple(points),
                       roof, tuple(rows), th, tuple(notes))
@@ -245,11 +246,15 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
         exp = {"step_us": e.step_us, "step_stdev": e.step_stdev, "step_source": e.step_source,
                "e2e_share": list(e.e2e_share) if e.e2e_share else None,
                "measurable": e.measurable, "worth_enabling": e.worth_enabling, "reason": e.reason,
+               "step_saving_us": list(e.step_saving_us) if e.step_saving_us else None,
                "sites": [{"site_id": s.site_id, "found": s.found, "target_us": s.target_us,
-                          "per_step": s.per_step, "saving_us": list(s.saving_us),
-                          "saving_clamped_us": list(s.saving_clamped),
+                          "per_step": s.per_step, "measured_per_step": s.measured_per_step,
+                          "saving_per_op_us": list(s.saving_us) if s.saving_us else None,
+                          "saving_per_step_us": (list(s.step_saving_us) if s.step_saving_us
+                                                 else None),
+                          "gain_source": s.source,
                           "share": list(s.share) if s.share else None,
-                          "optimistic": s.optimistic} for s in e.sites]}
+                          "optimistic": s.optimistic, "note": s.note} for s in e.sites]}
     return {
         "schema_version": 1,
         "mode": d.mode,

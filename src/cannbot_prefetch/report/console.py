@@ -38,12 +38,14 @@ def print_summary(d: ReportData, written: list[str], lang: str, console: Console
     if d.expectation is not None:
         e = d.expectation
         tab = Table(title=t("Expected gain (benefit model, baseline only)", "预期收益(收益模型,仅 baseline)"))
-        for col in (t("site", "位置"), t("target µs", "目标算子 µs"), t("saving µs low/mid/high", "节省 µs 低/中/高"),
-                    t("share (mid)", "占比(中)")):
+        for col in (t("site", "位置"), t("target µs", "目标算子 µs"),
+                    t("saving µs/step low/mid/high", "每 step 节省 µs 低/中/高"), t("share (mid)", "占比(中)")):
             tab.add_column(col)
         for s in e.sites:
             share = f"{s.share[1] * 100:.1f}%" + (" !" if s.optimistic else "") if s.share else "–"
-            tab.add_row(s.site_id, _fmt(s.target_us), " / ".join(f"{x:.2f}" for x in s.saving_clamped), share)
+            saving = (" / ".join(f"{x:.1f}" for x in s.step_saving_us) if s.step_saving_us
+                      else t("unknown (no profile)", "未知(无 profiling 数据)"))
+            tab.add_row(s.site_id, _fmt(s.target_us), saving, share)
         console.print(tab)
         if e.e2e_share:
             console.print(t("end to end (low/mid/high): ", "端到端(低/中/高):")

@@ -1,20 +1,23 @@
-"""Baseline only: the expected improvement from the benefit model, with its bounds.
+"""Baseline only (or the plan alone): the expected improvement, with its bounds.
 
-Per site: the plan's saving per target kernel (`evidence.saving_per_op_us`, else the per-step
-`saving_us{low, mid, high}` over the kernels per step; the benefit model of
-REFERENCE.md §5: saved ~= P / BW_eff x (1 - BW_eff / BW_L2), bounded by the op time minus its
-compute floor, minus any window slowdown; computed by `analyze`), set against the target's time
-measured in the baseline. A predicted saving above `optimistic_op_share` (30%) of the op is
-flagged optimistic. End to end: the saving per step (saving per kernel x kernels per step, summed
-over sites) as a share of the measured step time, shown next to the public measurements. Below
-`not_worth_e2e_share` (0.5%) of the step, or below the step-time noise, the answer is
-"not worth enabling".
+Per site the expected saving comes from gain.py, the one function analyze and the design use too:
+recomputed from the plan's recorded benefit inputs (`evidence.mean_us`, `bytes_per_op`,
+`instances_per_step`, `window.effective_us` / `bytes`, `max_size`) with the report's hardware
+(the plan's, unless `--hardware` overrides it), else the figures the plan recorded. Its per-step
+value counts the plan's kernels per step (the call site it maps), not every kernel that shares the
+signature in the baseline (k_proj and v_proj do); a different measured count is noted. The
+baseline supplies what only a measurement knows: whether the target is there, its measured time
+(the share of the op is against it) and the step time. End to end: the summed per-step saving
+over the measured step time, next to the public measurements. Below `not_worth_e2e_share` (0.5%)
+of the step, or below the step-to-step noise, the answer is "not worth enabling". With no
+profile the share of the step is "unknown (no profile)".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..gain import optimistic_share, site_gain
 from .measure import ProfileMeasure
 from .rules import Thresholds
 
@@ -39,21 +42,28 @@ REASONS: dict[str, tuple[str, str]] = {
                     "预期收益小于 step 间的波动,无法测出"),
     "worth": ("the expected gain is above the threshold and the noise",
               "预期收益高于阈值且高于 step 间波动"),
+    "unknown": ("unknown (no profile): the plan records no window or op time to compute a gain from",
+                "未知(无 profiling 数据):方案中没有可用于计算收益的窗口或算子耗时"),
+    "no_baseline": ("expected {gain} µs per step; its share of the step is unknown (no profile): "
+                    "measure it with the A/B script",
+                    "预期每 step 节省 {gain} µs;占 step 的比例未知(无 profiling 数据):请用 A/B 脚本实测"),
 }
 
 
 @dataclass(frozen=True)
 class SiteExpectation:
     site_id: str
-    found: bool
+    found: bool                      # the target is in the baseline (False also: no baseline)
     target_us: float | None          # measured mean per kernel (baseline)
     target_stdev: float | None
-    per_step: float                  # target kernels per step (baseline)
-    saving_us: tuple[float, float, float]        # plan's low / mid / high per kernel (per_op_saving)
-    saving_clamped: tuple[float, float, float]   # bounded by the measured op time
-    share: tuple[float, float, float] | None     # of the target's time
+    per_step: float                  # target kernels per step the gain counts (the plan's)
+    measured_per_step: float | None  # kernels with the plan's signature per step in the baseline
+    saving_us: tuple[float, float, float] | None       # per kernel, low / mid / high (gain.py)
+    step_saving_us: tuple[float, float, float] | None  # per step (gain.py): THE number
+    share: tuple[float, float, float] | None           # of the target's time
     optimistic: bool
-    step_saving_us: tuple[float, float, float]   # per step, clamped
+    source: str = "recomputed"       # recomputed | recorded | unknown (gain.site_gain)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,59 +74,67 @@ class Expectation:
     step_source: str
     e2e_share: tuple[float, float, float] | None   # low / mid / high, of the step time
     measurable: bool | None                         # mid saving above the step noise
-    worth_enabling: bool
+    worth_enabling: bool | None                     # None: cannot be judged without a profile
     reason: str
     reason_code: str = ""
     reason_args: tuple[tuple[str, str], ...] = ()
+    step_saving_us: tuple[float, float, float] | None = None   # summed over sites
 
     def reason_in(self, lang: str) -> str:
         en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
         return (zh if lang == "zh" else en).format(**dict(self.reason_args))
 
 
-def per_op_saving(site, measured_per_step: float) -> tuple[float, float, float]:
-    """The plan's saving per target kernel: `evidence.saving_per_op_us` when present, else
-    `saving_us` (per step, CONTRACTS.md / sizing.py) over the plan's `instances_per_step`, else over
-    the kernels per step measured in the baseline."""
+def _site(site, sm, hw, pol) -> SiteExpectation:
+    sg = site_gain(site, hw, pol)
+    g = sg.gain
     ev = site.evidence or {}
-    per_op = ev.get("saving_per_op_us")
-    if isinstance(per_op, dict) and all(isinstance(per_op.get(k), (int, float)) for k in ("low", "mid", "high")):
-        vals = (per_op["low"], per_op["mid"], per_op["high"])
-    else:
-        n = ev.get("instances_per_step")
-        n = float(n) if isinstance(n, (int, float)) and n > 0 else (measured_per_step or 1.0)
-        s = site.saving_us
-        vals = (s.low / n, s.mid / n, s.high / n)
-    return tuple(max(0.0, float(v)) for v in vals)
+    n = ev.get("instances_per_step")
+    found = bool(sm is not None and sm.found and sm.target is not None)
+    measured_n = sm.per_step if found else None
+    per_step = float(n) if isinstance(n, (int, float)) and n > 0 else (measured_n or 0.0)
+    if g is None:
+        return SiteExpectation(site.id, found, sm.target.mean if found else None,
+                               sm.target.stdev if found else None, per_step, measured_n,
+                               None, None, None, False, sg.source)
+    per_op = (g.per_op.low, g.per_op.mid, g.per_op.high)
+    if isinstance(n, (int, float)) and n > 0:
+        step = (g.per_step.low, g.per_step.mid, g.per_step.high)
+    else:   # a plan without a count: the kernels per step measured in the baseline
+        step = tuple(round(x * per_step, 3) for x in per_op)
+    t = sm.target.mean if found else ev.get("mean_us")
+    share = tuple(x / t for x in per_op) if isinstance(t, (int, float)) and t > 0 else None
+    note = ""
+    if found and abs(measured_n - per_step) > 0.5:
+        note = (f"the baseline has {measured_n:g} kernels per step with this signature; the plan "
+                f"counts {per_step:g} (its call site), and so does the expected gain")
+    return SiteExpectation(site.id, found, sm.target.mean if found else None,
+                           sm.target.stdev if found else None, per_step, measured_n, per_op, step,
+                           share, bool(share) and share[1] > optimistic_share(pol), sg.source, note)
 
 
-def expected_gain(plan, base: ProfileMeasure, th: Thresholds) -> Expectation:
-    rows = []
-    for site in plan.sites:
-        sm = base.site(site.id)
-        raw = per_op_saving(site, sm.per_step if sm and sm.found else 0.0)
-        if sm is None or not sm.found or sm.target is None:
-            rows.append(SiteExpectation(site.id, False, None, None, 0.0, raw, raw, None, False,
-                                        (0.0, 0.0, 0.0)))
-            continue
-        t = sm.target.mean
-        clamped = tuple(min(x, t) for x in raw)
-        share = tuple(x / t for x in clamped) if t > 0 else None
-        optimistic = bool(share) and share[1] > th.optimistic_op_share
-        per_step = sm.per_step
-        rows.append(SiteExpectation(site.id, True, t, sm.target.stdev, per_step, raw, clamped,
-                                    share, optimistic, tuple(x * per_step for x in clamped)))
-    step = base.step_time
-    total = tuple(sum(r.step_saving_us[i] for r in rows) for i in range(3))
-    e2e = tuple(x / step.mean for x in total) if step and step.mean > 0 else None
+def expected_gain(plan, base: ProfileMeasure | None, th: Thresholds, hw,
+                  pol: dict | None = None) -> Expectation:
+    """The expected gain of `plan` on `hw`; `base` None = no profile (`report --plan` alone)."""
+    rows = [_site(site, base.site(site.id) if base else None, hw, pol) for site in plan.sites]
+    known = [r for r in rows if r.step_saving_us is not None]
+    total = tuple(round(sum(r.step_saving_us[i] for r in known), 3) for i in range(3)) if known else None
+    step = base.step_time if base is not None else None
+    e2e = tuple(x / step.mean for x in total) if total and step and step.mean > 0 else None
     measurable = None
-    if step is not None and step.n > 1:
+    if total and step is not None and step.n > 1:
         measurable = total[1] > th.noise_sigma * step.stdev
     args: dict[str, str] = {}
-    if not any(r.found for r in rows):
+    worth: bool | None
+    if base is not None and not any(r.found for r in rows):
         worth, code = False, "not_found"
+    elif total is None:
+        worth, code = None, "unknown"
     elif total[1] <= 0:
         worth, code = False, "no_saving"
+    elif base is None:
+        worth, code = None, "no_baseline"
+        args = {"gain": f"{total[1]:.1f}"}
     elif e2e is not None and e2e[1] < th.not_worth_e2e_share:
         worth, code = False, "below_threshold"
         args = {"gain": f"{e2e[1] * 100:.2f}", "limit": f"{th.not_worth_e2e_share * 100:.1f}"}
@@ -126,5 +144,5 @@ def expected_gain(plan, base: ProfileMeasure, th: Thresholds) -> Expectation:
         worth, code = True, "worth"
     reason = REASONS[code][0].format(**args)
     return Expectation(tuple(rows), step.mean if step else None, step.stdev if step else None,
-                       base.step_time_source, e2e, measurable, worth, reason, code,
-                       tuple(sorted(args.items())))
+                       base.step_time_source if base is not None else "", e2e, measurable, worth,
+                       reason, code, tuple(sorted(args.items())), total)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .measure import Stat
 from .build import ReportData
+from ..gain import optimistic_share
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .rules import Check
 
@@ -414,29 +415,43 @@ def _rate(r) -> str:
 
 def _expected(d: ReportData, t, w) -> None:
     e = d.expectation
+    hw = d.hardware.get("name", "?")
     w(t("No optimized profile was given, so nothing was measured with the switch on. This is the "
         "expected improvement from the benefit model (REFERENCE.md §5: saved ≈ P / BW_eff × (1 − BW_eff / BW_L2), "
-        "bounded by the op time minus its compute floor), computed by `analyze` (the plan's "
-        "`saving_per_op_us`, or its per-step `saving_us` over the kernels per step), set against the target times "
-        "measured in the baseline.",
+        f"bounded by the op time minus its compute floor), computed by gain.py for {hw} — the same "
+        "function and inputs that gave the plan's `saving_us`, so analyze, the design and this report "
+        "show one number — set against the target times measured in the baseline.",
         "未提供优化后 profiling,因此没有开启开关的实测数据。以下为预期的性能改善分析:收益模型"
         "(REFERENCE.md §5:节省 ≈ P / BW_eff × (1 − BW_eff / BW_L2),上限为算子耗时减去计算下限),"
-        "由 `analyze` 计算(方案中的 `saving_per_op_us`,或每 step 的 `saving_us` 除以每 step 次数),并与 baseline 实测的目标算子耗时对比。"))
+        f"由 gain.py 按 {hw} 计算——与方案 `saving_us` 使用同一函数与输入,analyze、设计文档与本报告给出同一数值——"
+        "并与 baseline 实测的目标算子耗时对比。"))
     w("")
-    w(t("| Site | Target µs (baseline, measured) | Kernels/step | Saving µs per kernel, low / mid / high (model) | Share of op (mid) | Flag |",
-        "| 位置 | 目标算子 µs(baseline 实测)| 每 step 次数 | 每次节省 µs 低 / 中 / 高(模型)| 占算子比例(中)| 标记 |"))
-    w("|---|---|---|---|---|---|")
+    w(t("| Site | Target µs (baseline, measured) | Kernels/step (plan) | Saving µs per kernel, low / mid / high | Saving µs per step, low / mid / high | Share of op (mid) | Flag |",
+        "| 位置 | 目标算子 µs(baseline 实测)| 每 step 次数(方案)| 每次节省 µs 低 / 中 / 高 | 每 step 节省 µs 低 / 中 / 高 | 占算子比例(中)| 标记 |"))
+    w("|---|---|---|---|---|---|---|")
+    unknown = t("unknown (no profile)", "未知(无 profiling 数据)")
     for s in e.sites:
-        if not s.found:
-            w(t(f"| `{s.site_id}` | not found | – | – | – | – |", f"| `{s.site_id}` | 未找到 | – | – | – | – |"))
+        target = f"{_f(s.target_us)} ± {_f(s.target_stdev)}" if s.found else (
+            t("not found", "未找到") if d.baseline is not None else unknown)
+        if s.saving_us is None:
+            w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {unknown} | {unknown} | – | |")
             continue
-        lo, mid, hi = s.saving_clamped
         share = f"{s.share[1] * 100:.1f}%" if s.share else "–"
-        flag = t(f"optimistic (> {d.thresholds.optimistic_op_share * 100:.0f}% per op)",
-                 f"偏乐观(单算子 > {d.thresholds.optimistic_op_share * 100:.0f}%)") if s.optimistic else ""
-        w(f"| `{s.site_id}` | {_f(s.target_us)} ± {_f(s.target_stdev)} | {s.per_step:g} | "
-          f"{lo:.2f} / {mid:.2f} / {hi:.2f} | {share} | {flag} |")
+        flag = t(f"optimistic (> {optimistic_share() * 100:.0f}% per op)",
+                 f"偏乐观(单算子 > {optimistic_share() * 100:.0f}%)") if s.optimistic else ""
+        w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {' / '.join(f'{x:.2f}' for x in s.saving_us)} | "
+          f"{' / '.join(f'{x:.1f}' for x in s.step_saving_us)} | {share} | {flag} |")
     w("")
+    for s in e.sites:
+        if s.note:
+            w(f"- `{s.site_id}`: {s.note}")
+    if any(s.note for s in e.sites):
+        w("")
+    if e.step_saving_us:
+        lo, mid, hi = e.step_saving_us
+        w(t(f"Expected saving per step, all sites: **{lo:.1f} / {mid:.1f} / {hi:.1f} µs** (low / mid / high).",
+            f"所有位置合计每 step 预期节省:**{lo:.1f} / {mid:.1f} / {hi:.1f} µs**(低 / 中 / 高)。"))
+        w("")
     if e.e2e_share:
         lo, mid, hi = (x * 100 for x in e.e2e_share)
         w(t(f"Expected end-to-end effect: **{lo:.2f}% / {mid:.2f}% / {hi:.2f}%** of the step time "
@@ -468,7 +483,10 @@ def _expected(d: ReportData, t, w) -> None:
         "below on the NPU host, which calls this command again with both profiles.",
         "性能对比表与验证检查清单需在 NPU 机器上运行下方 A/B 测试脚本后生成(脚本会带上两份 profiling 再次调用本命令)。"))
     w("")
-    if e.worth_enabling:
+    if e.worth_enabling is None:
+        w(t(f"**Cannot be judged without a profile**: {e.reason_in('en')}.",
+            f"**无 profiling 数据,无法判定**:{e.reason_in('zh')}。"))
+    elif e.worth_enabling:
         w(t(f"**Worth measuring**: {e.reason_in('en')}. Confirm with the A/B script below before enabling.",
             f"**值得实测**:{e.reason_in('zh')}。开启前请用下方 A/B 脚本实测确认。"))
     else:

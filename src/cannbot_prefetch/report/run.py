@@ -22,6 +22,42 @@ def _companions(profile) -> dict:
     return {"step_times": read_step_times(root), "l2_cache": read_l2_cache(root)}
 
 
+def plan_hardware(plan, hardware: str | None, info=None):
+    """The part the report computes with: `--hardware` when given, else the plan's
+    (`created_from.hardware`, with the overrides analyze recorded), else detected from the
+    baseline. `detected_from` says which, so report.md can name it."""
+    from dataclasses import replace
+
+    from .. import hardware as hwmod
+
+    planned = str((plan.created_from or {}).get("hardware") or "")
+    if hardware:
+        hw = hwmod.resolve(hardware, info)
+        also = f" (the plan was made for {planned})" if planned and not hw.matches(planned) else ""
+        return replace(hw, detected_from=f"--hardware {hardware}{also}")
+    if not planned:
+        return hwmod.resolve(None, info)
+    try:
+        hw = hwmod.load(planned)
+    except InputError:
+        hw = None
+    recorded = str((plan.created_from or {}).get("hardware_file") or "")
+    if recorded and (hw is None or Path(hw.path or "").resolve() != Path(recorded).resolve()):
+        try:
+            hw = hwmod.load(recorded)
+        except InputError:
+            pass
+    if hw is None:
+        raise InputError(f"the plan's hardware {planned!r} (created_from.hardware) is not a known "
+                         "part here", hint="pass --hardware NAME or FILE.yaml")
+    over = (plan.created_from or {}).get("hardware_overrides") or {}
+    peaks = {k.split(".", 1)[1]: float(v) for k, v in over.items() if k.startswith("peaks_tflops.")}
+    hw = hw.with_overrides(hbm_bw_tbps=over.get("hbm_bw_tbps"), peaks=peaks or None,
+                           cmo_bw_gbps=over.get("cmo_bw_gbps"))
+    return replace(hw, detected_from="the plan's hardware (created_from.hardware"
+                   + (", with its overrides" if over else "") + "); --hardware overrides it")
+
+
 def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="report.md",
                lang="en", hardware=None, rank=None, steps=None):
     from .. import hardware as hwmod
@@ -40,7 +76,7 @@ def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="
         verify = parse_verify(text, str(vp))
     base = load_profile(baseline, rank=rank, steps=steps)
     opt = load_profile(optimized, rank=rank, steps=steps) if optimized is not None else None
-    hw = hwmod.resolve(hardware, base.info)
+    hw = plan_hardware(plan, hardware, base.info)
     comps = {"baseline": _companions(base)}
     if opt is not None:
         comps["optimized"] = _companions(opt)

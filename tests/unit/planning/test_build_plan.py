@@ -41,8 +41,8 @@ def test_llama_example_one_site_by_default(llama_roof, llama_src, tmp_path):
     assert len(plan.sites) == 1                      # the seed's minimal-change rule
     site = plan.sites[0]
     listed = [v for v in design.sites if not v.planned]
-    assert all(site.saving_us.mid >= v.site.saving_us.mid for v in listed
-               if v.site.evidence["window"]["shift"] == "exact")
+    # ranked by the one expected gain (gain.py), whatever the placement
+    assert all(site.saving_us.mid >= v.site.saving_us.mid for v in listed)
     assert site.max_size > 0 and isinstance(site.max_size, int)
     assert site.basis.bound_by in {c.name for c in site.basis.caps} | {"coefficient"}
     assert site.evidence["window"]["branch"] in ("3a", "3b")
@@ -57,15 +57,22 @@ def test_llama_example_one_site_by_default(llama_roof, llama_src, tmp_path):
 def test_more_sites_share_l2_and_rank_by_saving(llama_roof, llama_src):
     roof, info, hw = llama_roof
     src, cfg = llama_src
-    plan, design, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=3))
+    plan, design, rej = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=3))
     assert len(plan.sites) == 3
     mids = [s.saving_us.mid for s in plan.sites]
     assert mids == sorted(mids, reverse=True)
-    ids = {s.id for s in plan.sites}
-    assert ids == {"llamaattention-o_proj", "llamaattention-q_proj", "llamamlp-gate_proj"}
+    # every site ranked out expects less than the last planned one, and its reason says both
+    for r in rej:
+        if r.reason_code == reasons.MAX_SITES:
+            listed = next(v for v in design.sites if not v.planned
+                          and f"{v.site.target.cls}.{v.site.target.attr}" == r.site)
+            assert listed.site.saving_us.mid <= mids[-1]
+            assert f"expected {listed.site.saving_us.mid:.1f} us/step" in r.reason
+            assert f"expects {mids[-1]:.1f} us/step" in r.reason
     for s in plan.sites:
         l2 = next(c for c in s.basis.caps if c.name == "l2_budget")
         assert l2.bytes == int(hw.l2_bytes * 0.5 / 3)
+    plan, _, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=6))
     gate = next(s for s in plan.sites if s.id == "llamamlp-gate_proj")
     assert (gate.insert.cls, gate.insert.anchor_call, gate.dependency, gate.target.weight_expr) \
         == ("LlamaDecoderLayer", "self.post_attention_layernorm", "hidden_states",

@@ -25,8 +25,7 @@ def test_expected_gain_from_the_plan_against_measured_time(make_report):
 def test_more_than_30_percent_of_the_op_is_flagged_optimistic(make_report):
     d = make_report(None, saving=(10.0, 15.0, 60.0))
     s = d.expectation.sites[0]
-    assert s.optimistic
-    assert s.saving_clamped[2] == pytest.approx(s.target_us)  # bounded by the op time
+    assert s.optimistic                     # 15 of ~40 µs per op
     text = render(d, "en", {})
     assert "optimistic" in text
 
@@ -50,14 +49,19 @@ def test_site_missing_from_the_baseline_is_a_banner(make_report):
     assert not d.expectation.worth_enabling
 
 
-def test_per_step_saving_is_divided_by_the_kernels_per_step(make_report, tmp_path):
+def test_a_plan_without_benefit_inputs_uses_its_recorded_figures(make_report):
     from dataclasses import replace
 
-    from cannbot_prefetch.report.expected import per_op_saving
+    from cannbot_prefetch.gain import site_gain
     d = make_report(None)
     site = d.plan.sites[0]
-    assert per_op_saving(site, 4) == (3.0, 6.0, 9.0)             # evidence.saving_per_op_us
+    sg = site_gain(site, None)
+    assert sg.source == "recorded"
+    assert tuple(sg.gain.per_op.__dict__.values()) == (3.0, 6.0, 9.0)      # evidence.saving_per_op_us
+    assert tuple(sg.gain.per_step.__dict__.values()) == (12.0, 24.0, 36.0)  # saving_us, per step
     ev = {k: v for k, v in site.evidence.items() if k != "saving_per_op_us"}
-    assert per_op_saving(replace(site, evidence=ev), 99) == (3.0, 6.0, 9.0)   # 12/24/36 over 4
-    ev.pop("instances_per_step")
-    assert per_op_saving(replace(site, evidence=ev), 8) == (1.5, 3.0, 4.5)    # over the measured count
+    sg = site_gain(replace(site, evidence=ev), None)
+    assert tuple(sg.gain.per_op.__dict__.values()) == (3.0, 6.0, 9.0)      # 12/24/36 over 4
+    assert site_gain(replace(site, saving_us=None, evidence=ev), None).source == "unknown"
+    # the report's per-step number is the plan's, not the kernels the baseline happens to count
+    assert d.expectation.step_saving_us == (12.0, 24.0, 36.0)

@@ -6,8 +6,8 @@ import pytest
 
 from cannbot_prefetch import hardware
 from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.sizing import (OpTiming, Weight, WindowTime, benefit, size_site,
-                                     theoretical_bytes)
+from cannbot_prefetch.gain import GainInputs, expected
+from cannbot_prefetch.sizing import Weight, WindowTime, size_site, theoretical_bytes
 
 MIB = 2**20
 B3, B4 = hardware.load("910B3"), hardware.load("910B4")
@@ -90,9 +90,10 @@ def test_max_size_is_always_positive():
 
 
 def test_benefit_by_hand():
-    op = OpTiming(mean_us=30.0, bytes=33558528, t_compute_us=0.1, per_step=16)
+    op = GainInputs(mean_us=30.0, op_bytes=33558528, t_compute_us=0.1, per_step=16, window_us=20.0)
     p = 16 * MIB
-    got, optimistic = benefit(p, op, WindowTime(20.0, bytes=0), B3)
+    g = expected(p, op, B3)
+    got, optimistic = g.per_op, g.optimistic
     bw_eff = 33558528 / 30e-6
     hbm = 1.6e12
     for value, ratio in zip((got.low, got.mid, got.high), (3.4, 4.2, 5.0)):
@@ -102,16 +103,21 @@ def test_benefit_by_hand():
 
 
 def test_benefit_bounded_by_compute_floor_and_window_slowdown():
-    op = OpTiming(mean_us=10.0, bytes=16 * MIB, t_compute_us=8.0)
-    got, _ = benefit(16 * MIB, op, WindowTime(None), B3)
+    op = GainInputs(mean_us=10.0, op_bytes=16 * MIB, t_compute_us=8.0, per_step=1, window_us=100.0)
+    got = expected(16 * MIB, op, B3).per_op
     assert got.high == pytest.approx(2.0)           # at most op time - compute floor
     # a 1 us window cannot absorb 16 MiB at 1.6 TB/s (10.5 us): the window slows down
-    slow, _ = benefit(16 * MIB, op, WindowTime(1.0), B3)
+    slow = expected(16 * MIB, GainInputs(10.0, 16 * MIB, 8.0, 1, 1.0), B3).per_op
     assert slow.high == 0.0
 
 
+def test_no_profile_means_unknown_not_zero():
+    s = size_site(Weight((8192, 2048), 2, "gate"), WindowTime(None), None, B3)
+    assert s.saving_us is None and s.saving_per_op is None and s.mid == 0.0
+
+
 def test_per_step_saving_scales_with_instances():
-    op = OpTiming(mean_us=30.0, bytes=33558528, t_compute_us=0.1, per_step=16)
+    op = GainInputs(mean_us=30.0, op_bytes=33558528, t_compute_us=0.1, per_step=16, window_us=50.0)
     s = size_site(Weight((8192, 2048), 2, "gate"), WindowTime(50.0), op, B3)
     assert s.saving_us.mid == pytest.approx(s.saving_per_op.mid * 16, rel=1e-3)
     assert s.optimistic
