@@ -106,7 +106,13 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
         notes.extend(plan_notes)
         written = _write_all(plan_files)
     elif roof is not None:
-        for s in top_sigs:
+        from .roofline.verdict import split_targets
+        from .settings import policy
+
+        memory_bound, not_bound = split_targets(top_sigs, policy()["verdict"])
+        rejections = [{"signature": _sig_label(s), "reason_code": code, "reason": why}
+                      for s, code, why in not_bound]
+        for s in memory_bound:
             candidates.append({"signature": _sig_label(s), "sig_id": s.sig_id,
                                "total_us": s.total_us, "mean_us": s.mean_us,
                                "verdict": s.verdict, "measured_verdict": s.measured_verdict})

@@ -13,6 +13,8 @@ class Reason:
 
 # Codes are part of the JSON contract: add, never rename.
 NOT_MEMORY_BOUND = "not_memory_bound"
+LATENCY_BOUND = "latency_bound"        # the deciding (measured where counters exist) verdict
+COMPUTE_BOUND = "compute_bound"
 NO_SHAPES = "no_shapes"
 NO_SAFE_WINDOW = "no_safe_window"
 COMM_IN_WINDOW = "communication_in_window"

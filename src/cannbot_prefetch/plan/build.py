@@ -36,6 +36,7 @@ from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
 from .schema import MODES, Plan, Site, Switch, Target, sha256_file
+from ..roofline.verdict import decide
 from ..settings import configs_dir, policy
 from ..gain import GainInputs, to_evidence
 from ..sizing import Sized, Weight, WindowTime, size_site
@@ -117,18 +118,8 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     else:
         if roofline is None:
             raise InputError("a profile is needed unless --target is given (manual mode)")
-        from ..roofline.classify import select_top
-        signatures = list(select_top(roofline, opts.top))
-        targets = []
-        for s in signatures:
-            m = getattr(s, "m", None)
-            if m is not None and m > opts.max_tokens:
-                t = TargetSig.of(s)
-                rejections.append(Rejection(t.label, reasons.PREFILL,
-                                            f"M = {m} tokens > max_tokens {opts.max_tokens}: "
-                                            "prefill is listed, not planned (decode only)", t))
-            else:
-                targets.append(s)
+        signatures, targets, not_targets = _targets(roofline, opts, pol)
+        rejections += not_targets
         res = find_windows(roofline.table, targets, lookback=opts.lookback,
                            min_window_us=opts.min_window_us,
                            all_signatures=roofline.signatures)
@@ -165,6 +156,31 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
 
 
 # ------------------------------------------------------------------------------ pieces
+
+def _targets(roofline, opts: PlanOptions, pol: dict[str, Any]):
+    """Seed step 1: the top memory-bound signatures -> (examined, targets, rejections). Prefill
+    is listed first (decode only); then the deciding verdict (measured where counters exist)
+    must be memory-bound: latency- and compute-bound ops are listed with the reason."""
+    from ..roofline.classify import select_top
+    from ..roofline.verdict import split_targets
+
+    signatures = list(select_top(roofline, opts.top))
+    decode, rejections = [], []
+    for s in signatures:
+        m = getattr(s, "m", None)
+        if m is not None and m > opts.max_tokens:
+            t = TargetSig.of(s)
+            rejections.append(Rejection(t.label, reasons.PREFILL,
+                                        f"M = {m} tokens > max_tokens {opts.max_tokens}: "
+                                        "prefill is listed, not planned (decode only)", t))
+        else:
+            decode.append(s)
+    targets, not_bound = split_targets(decode, pol["verdict"])
+    for s, code, why in not_bound:
+        t = TargetSig.of(s)
+        rejections.append(Rejection(t.label, code, why, t))
+    return signatures, targets, rejections
+
 
 def _defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
     mode = o.mode or pol["plan"].get("mode", "eager")
@@ -316,10 +332,13 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
     ev: dict[str, Any] = {"role": m.role}
     if c is not None:
         t, w = c.target, c.window
+        dec = decide(t, policy()["verdict"])
         ev.update({
             "signature": {"type": t.type, "input_shapes": t.input_shapes, "dtypes": t.dtypes},
             "t_memory_us": round(float(t.t_memory_us or 0), 3),
             "verdict": t.verdict, "measured_verdict": t.measured_verdict,
+            # which verdict chose the target (the measured one where counters exist) and why
+            "verdict_by": dec.by, "verdict_why": dec.why, "roofline_why": dec.roofline_why,
             "ai": round(float(t.ai or 0), 2), "ridge": round(float(t.ridge or 0), 1),
             "window": {**w.to_dict(), "shift": pl.shift, "source_call": m.window_call},
         })

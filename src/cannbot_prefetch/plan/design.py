@@ -57,8 +57,10 @@ _T: dict[str, dict[str, str]] = {
                      "Verify outputs with the switch off and on, profile before/after, and tune "
                      "max_size first (0.5 → 0.7 → 1.0, or 0.3 → 0.1), then the window, and only "
                      "then add more targets.",
-        "why_target": "memory-bound {type} (AI {ai} < ridge {ridge}); {n} call(s) per step, "
-                      "{mean} µs each; measured: {measured}",
+        "why_counters": "memory-bound {type} by its counters ({why}); roofline: {roof} "
+                        "({rwhy}); {n} call(s) per step, {mean} µs each",
+        "why_roofline": "memory-bound {type} by the roofline ({why}; the profile has no "
+                        "counters); {n} call(s) per step, {mean} µs each",
         "why_manual": "named with --target (manual mode)",
         "window_line": "seed table **{branch}**: {reason}. Usable time {time} µs (median, min "
                        "{min} µs over {inst} instances; other-stream overlap {ov} µs).",
@@ -129,7 +131,10 @@ _T: dict[str, dict[str, str]] = {
                      "    cannbot prefetch apply {plan} --write    # 写入（开关保持关闭）\n\n"
                      "之后对比开关关/开的输出一致性，前后各跑一次 profiling；先只调 max_size"
                      "（0.5 → 0.7 → 1.0 或 0.3 → 0.1），再调依赖窗口，最后才增加目标。",
-        "why_target": "访存密集（memory-bound）{type}（AI {ai} < ridge {ridge}）；每步 {n} 次，每次 {mean} µs；实测：{measured}",
+        "why_counters": "访存密集（memory-bound）{type}，由实测计数器判定（{why}）；roofline：{roof}（{rwhy}）；"
+                        "每步 {n} 次，每次 {mean} µs",
+        "why_roofline": "访存密集（memory-bound）{type}，由 roofline 判定（{why}；profiling 无计数器）；"
+                        "每步 {n} 次，每次 {mean} µs",
         "why_manual": "由 --target 手动指定",
         "window_line": "决策表 **{branch}**：{reason}。可用时间 {time} µs（中位数，最小 {min} µs，共 {inst} 个实例；"
                        "其他流重叠 {ov} µs）。",
@@ -308,10 +313,11 @@ def _why(v: SiteView, t: dict[str, str]) -> str:
     c = v.candidate
     if c is None:
         return t["why_manual"]
-    s = c.target
-    return t["why_target"].format(type=s.type, ai=_fmt(s.ai or None), ridge=_fmt(s.ridge or None),
-                                  n=(f"{c.per_step:g}" if c.per_step is not None else "–"), mean=_fmt(c.mean_us),
-                                  measured=s.measured_verdict or "–")
+    ev = v.site.evidence
+    key = "why_counters" if ev.get("verdict_by") == "counters" else "why_roofline"
+    return t[key].format(type=c.target.type, why=ev.get("verdict_why", ""),
+                         roof=ev.get("verdict", "–"), rwhy=ev.get("roofline_why", ""),
+                         n=f"{c.per_step:g}", mean=_fmt(c.mean_us))
 
 
 def _window_text(v: SiteView, t: dict[str, str]) -> str:

@@ -1,7 +1,8 @@
 """Stage 2: KernelTable x HardwareProfile -> per-signature roofline (OpCost, verdicts).
 
 shapes.py parses the table's shape strings; cost.py holds every FLOP/byte formula; families.py
-says which op types are MatMul-family; classify.py groups kernels and gives the verdicts.
+says which op types are MatMul-family; classify.py groups kernels and gives the verdicts;
+verdict.py holds the verdict rules and which one decides (`decide`).
 """
 
 from .classify import Roofline, SignatureCost, Verdict, classify, select_top

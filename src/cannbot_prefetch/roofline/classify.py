@@ -23,15 +23,7 @@ from ..profiling.table import KernelTable
 from ..settings import policy as load_policy
 from .cost import OpCost, cost_or_reason
 from .families import FamilyRules, default_rules
-
-
-class Verdict:
-    """Verdict values (plain strings in JSON)."""
-
-    MEMORY = "memory-bound"
-    COMPUTE = "compute-bound"
-    LATENCY = "latency-bound"
-    UNKNOWN = "unknown"           # no usable shapes: no analytic verdict
+from .verdict import Verdict, analytic_verdict, measured_verdict, verdict_why
 
 
 FLAG_INCONSISTENT = "inconsistent_shapes"   # measured faster than the compute roof
@@ -115,45 +107,6 @@ class Roofline:
         return [s.to_json() for s in self.signatures]
 
 
-# --- verdicts ------------------------------------------------------------------------------------
-def measured_verdict(mac: float | None, mte2: float | None, pol: dict[str, Any]) -> str | None:
-    """PipeUtilization rule (policy.yaml verdict.*): None when the counters are absent."""
-    if mac is None and mte2 is None:
-        return None
-    mac, mte2 = mac or 0.0, mte2 or 0.0
-    if mte2 >= pol["measured_memory_mte2_ratio"] and mte2 > mac:
-        return Verdict.MEMORY
-    if mac >= pol["measured_compute_mac_ratio"] and mac >= mte2:
-        return Verdict.COMPUTE
-    return Verdict.LATENCY
-
-
-def analytic_verdict(ai: float, ridge: float, t_compute_us: float, t_memory_us: float,
-                     mean_us: float | None, pol: dict[str, Any]) -> str:
-    if mean_us and max(t_compute_us, t_memory_us) < pol["latency_roofline_share"] * mean_us:
-        return Verdict.LATENCY
-    return Verdict.MEMORY if ai < ridge else Verdict.COMPUTE
-
-
-def _why(verdict: str, *, ai: float | None, ridge: float | None, roof_us: float | None,
-         mean_us: float | None, mac: float | None, mte2: float | None, pol: dict[str, Any],
-         measured: bool) -> str:
-    if measured:
-        if verdict == Verdict.MEMORY:
-            return f"mte2 {mte2 or 0:.2f} >= {pol['measured_memory_mte2_ratio']} and > mac {mac or 0:.2f}"
-        if verdict == Verdict.COMPUTE:
-            return f"mac {mac or 0:.2f} >= {pol['measured_compute_mac_ratio']} and >= mte2 {mte2 or 0:.2f}"
-        return (f"neither mte2 {mte2 or 0:.2f} nor mac {mac or 0:.2f} reaches "
-                f"{pol['measured_memory_mte2_ratio']}")
-    if verdict == Verdict.LATENCY and roof_us is not None and mean_us:
-        return (f"roofline time {roof_us:.3g} us is under {pol['latency_roofline_share']:.0%} of the "
-                f"measured {mean_us:.3g} us")
-    if ai is not None and ridge is not None:
-        rel = "<" if verdict == Verdict.MEMORY else ">="
-        return f"AI {ai:.3g} {rel} ridge {ridge:.3g} FLOP/B"
-    return ""
-
-
 def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[str, Any]) -> SignatureCost:
     family = row["__family"]
     cost, reason = cost_or_reason(family, row["__type"], row["input_shapes"], row["input_dtypes"],
@@ -171,9 +124,9 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
     else:
         fields, verdict = _costed(cost, hw, mean_us, pol, notes, flags)
     if measured is not None and verdict != Verdict.UNKNOWN and measured != verdict:
-        m_why = _why(measured, ai=None, ridge=None, roof_us=None, mean_us=mean_us, mac=mac,
+        m_why = verdict_why(measured, ai=None, ridge=None, roof_us=None, mean_us=mean_us, mac=mac,
                      mte2=mte2, pol=pol, measured=True)
-        a_why = _why(verdict, ai=fields.get("ai"), ridge=fields.get("ridge"),
+        a_why = verdict_why(verdict, ai=fields.get("ai"), ridge=fields.get("ridge"),
                      roof_us=max(fields["t_compute_us"], fields["t_memory_us"]), mean_us=mean_us,
                      mac=mac, mte2=mte2, pol=pol, measured=False)
         notes.insert(0, f"counters say {measured} ({m_why}); shapes say {verdict} ({a_why})")

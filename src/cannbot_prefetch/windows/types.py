@@ -36,6 +36,8 @@ class TargetSig:
     t_compute_us: float = 0.0
     verdict: str = "memory-bound"
     measured_verdict: str | None = None
+    mean_mac_ratio: float | None = None
+    mean_mte2_ratio: float | None = None
     compute_dtype: str = "bf16"
     ai: float = 0.0
     ridge: float = 0.0
@@ -52,7 +54,8 @@ class TargetSig:
         for f in TargetSig.__dataclass_fields__:
             if hasattr(sig, f):
                 v = getattr(sig, f)
-                if v is None and f not in ("measured_verdict",):
+                if v is None and f not in ("measured_verdict", "mean_mac_ratio",
+                                           "mean_mte2_ratio"):
                     continue
                 kw[f] = tuple(v) if f == "weight_shape" else v
         return TargetSig(**kw)
