@@ -24,15 +24,34 @@ TARGETS = {
 INTRO = {
     "en": ("# CLI reference: `cannbot prefetch`\n\n"
            "Generated from the Typer app by `docs/gen_cli_reference.py`; do not edit by hand.\n"
-           "Every command takes `--json` (a machine-readable result on stdout, nothing else on\n"
-           "stdout), `--lang en|zh` and `--debug` (show a traceback). Exit codes: 0 done; 1 a check\n"
-           "did not pass (`apply --check` with pending changes, `verify` with a failure); 2 unusable\n"
-           "input (nothing written); 3 `report` written with a mismatch banner.\n"),
+           "`-h`/`--help` on every command; `cannbot --version`. Every command takes `--json` (a\n"
+           "machine-readable result on stdout, nothing else on stdout; on a failure, usage errors\n"
+           "included, the object `{\"error\": {\"code\", \"kind\", \"message\", \"path\"?}}` with\n"
+           "`code` = the exit code), `--lang en|zh` and `--debug` (show a traceback). Exit codes: 0\n"
+           "done; 1 a check did not pass (`apply --check` with pending changes, `verify` with a\n"
+           "failure: said in one line, not as an error); 2 unusable input (nothing written); 3\n"
+           "`report` written with a mismatch banner. A closed pipe (`cannbot ... | head`) exits 0.\n"
+           "Slow steps show a status line on stderr when stderr is a terminal.\n\n"
+           "## Languages\n\n"
+           "`--lang zh` translates, from one catalog (`configs/messages.yaml`): the console lines and\n"
+           "tables of every command, the CLI's own errors and usage-error line, apply / verify\n"
+           "messages, progress, the design document and the report. These stay English: `--help`\n"
+           "texts and this reference; Typer's usage-error wording after \"错误：\"; reader and\n"
+           "parser errors that quote a file's content; `note:` lines of analyze and the `reason`\n"
+           "sentences in JSON (the `reason_code` is the stable key); JSON keys and values.\n"),
     "zh": ("# 命令参考：`cannbot prefetch`\n\n"
            "由 `docs/gen_cli_reference.py` 从 Typer 应用自动生成，请勿手改（选项说明为英文原文）。\n"
-           "每个命令都支持 `--json`（stdout 只输出 JSON）、`--lang en|zh`、`--debug`（显示堆栈）。\n"
-           "退出码：0 完成；1 检查未通过（`apply --check` 有待写改动、`verify` 有失败项）；\n"
-           "2 输入不可用（什么都不写）；3 `report` 已写但带不匹配横幅。\n"),
+           "每个命令都支持 `-h`/`--help`；`cannbot --version` 显示版本。每个命令都支持 `--json`\n"
+           "（stdout 只输出 JSON；失败时，包括用法错误，输出 `{\"error\": {\"code\", \"kind\",\n"
+           "\"message\", \"path\"?}}`，`code` 即退出码）、`--lang en|zh`、`--debug`（显示堆栈）。\n"
+           "退出码：0 完成；1 检查未通过（`apply --check` 有待写改动、`verify` 有失败项，只输出一行\n"
+           "说明，不算错误）；2 输入不可用（什么都不写）；3 `report` 已写但带不匹配横幅。stdout 管道\n"
+           "被关闭（`cannbot ... | head`）时退出码为 0。耗时步骤在 stderr 为终端时显示进度。\n\n"
+           "## 语言\n\n"
+           "`--lang zh` 翻译的内容来自同一个词条文件 `configs/messages.yaml`：各命令的终端输出与表格、\n"
+           "CLI 自身的错误与用法错误行、apply / verify 的提示、进度、方案文档和报告。保持英文的部分：\n"
+           "`--help` 说明与本参考；“错误：”之后 Typer 的用法错误原文；引用文件内容的读取/解析错误；\n"
+           "analyze 的 `note:` 行及 JSON 中的 `reason` 句子（稳定键是 `reason_code`）；JSON 的键和值。\n"),
 }
 
 

@@ -57,9 +57,12 @@ class AnalyzeResult:
     written: tuple[str, ...] = ()       # files written (plan, design)
 
 
-def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
-    """Profile -> roofline -> (with --model-src or --target) windows, mapping, sizing, plan."""
+def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
+    """Profile -> roofline -> (with --model-src or --target) windows, mapping, sizing, plan.
+    `progress(key, **params)`, when given, is told each stage (a catalog key)."""
     from . import hardware as hwmod
+
+    step = progress or (lambda key, **params: None)
 
     warnings: list[str] = []
     profile = None
@@ -70,6 +73,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     else:
         from .profiling.load import load_profile
 
+        step("progress.load", path=opts.profile)
         # Only the counters the analysis reads: the parser skips the rest (half the time).
         profile = load_profile(opts.profile, rank=opts.rank, run=opts.run, step=opts.step,
                                steps=opts.steps, counters="analysis")
@@ -91,6 +95,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     if profile is not None:
         from .roofline.classify import classify
 
+        step("progress.roofline")
         roof = classify(profile.table, hw)
         notes.extend(roof.notes)
         signatures = [_signature_json(s) for s in roof.signatures]
@@ -102,6 +107,7 @@ def analyze(opts: AnalyzeOptions) -> AnalyzeResult:
     if opts.model_src or opts.targets:
         if not opts.model_src:
             raise InputError("--target needs --model-src (the model source to plan against)")
+        step("progress.plan")
         plan_files, candidates, rejections, plan_notes = _plan(roof, info, hw, opts)
         notes.extend(plan_notes)
         written = _write_all(plan_files)
@@ -205,18 +211,40 @@ def _plan(roof, info, hw, opts: AnalyzeOptions):
 
 def resolve_model_src(src: str) -> str:
     """A path, or an importable module name (e.g. `transformers.models.llama.modeling_llama`)
-    resolved to its file without importing it, so installed model code can be named directly."""
+    resolved to its file without importing anything, so installed model code can be named
+    directly (the analysis never imports the model)."""
     if Path(src).exists() or "/" in src or "\\" in src or src.endswith(".py"):
         return src
+    found = module_file(src)
+    if found is None:
+        raise InputError(f"--model-src {src}: neither a file/folder nor an importable module")
+    return found
+
+
+def module_file(name: str) -> str | None:
+    """The .py file of a dotted module name, or None. Only the top-level package is looked up
+    (`find_spec` of a dotted name would import its parent packages: transformers' __init__ then
+    runs, and prints "PyTorch was not found" where torch is absent); the rest of the name is
+    walked as folders of that package."""
     import importlib.util
 
+    parts = name.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
     try:
-        spec = importlib.util.find_spec(src)
+        top = importlib.util.find_spec(parts[0])
     except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        raise InputError(f"--model-src {src}: neither a file/folder nor an importable module")
-    return spec.origin
+        return None
+    if top is None:
+        return None
+    if len(parts) == 1:
+        return top.origin if top.origin and top.origin.endswith(".py") else None
+    for base in list(top.submodule_search_locations or []):
+        folder = Path(base).joinpath(*parts[1:-1])
+        for cand in (folder / f"{parts[-1]}.py", folder / parts[-1] / "__init__.py"):
+            if cand.is_file():
+                return str(cand)
+    return None
 
 
 def _write_all(files: dict[Path, str]) -> list[str]:
@@ -241,12 +269,21 @@ def apply_plan(plan_path, *, write: bool = False, revert: bool = False, helper=N
     return changes
 
 
+def commit_changes(changes):
+    """Write what `apply_plan` (without `write`) computed: backups first, all or nothing."""
+    from .rewrite.files import commit
+
+    return commit(changes)
+
+
 # ---------------------------------------------------------------- verify (verify/)
 
-def verify(plan_path, factory: str, *, out=None):
+def verify(plan_path, factory: str, *, out=None, progress=None):
     """Switch off/on run and graph-order check of a model built by `factory` (MODULE:FUNC)."""
     from .verify.runner import run_verify
 
+    if progress is not None:
+        progress("progress.verify_run", factory=factory)
     return run_verify(plan_path, factory, out=out)
 
 
@@ -254,7 +291,7 @@ def verify(plan_path, factory: str, *, out=None):
 
 def report(plan_path, baseline, *, optimized=None, verify_result=None, out="report.md",
            lang: str = "en", hardware: str | None = None, rank: int | None = None,
-           steps: tuple[int, int] | None = None):
+           steps: tuple[int, int] | None = None, progress=None):
     """Plan x baseline (x optimized) profile -> report.md, chart, next-step plan, A/B script.
 
     Returns (ReportData, written paths, json doc). Unreadable input raises InputError before
@@ -262,5 +299,7 @@ def report(plan_path, baseline, *, optimized=None, verify_result=None, out="repo
     ReportMismatch after everything is written."""
     from .report.run import run_report
 
+    if progress is not None:
+        progress("progress.report")
     return run_report(plan_path, baseline, optimized=optimized, verify_result=verify_result,
                       out=out, lang=lang, hardware=hardware, rank=rank, steps=steps)

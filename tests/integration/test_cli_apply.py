@@ -202,3 +202,117 @@ def test_revert_from_backup_when_markers_are_gone(project):
     res = runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write", "--yes"])
     assert res.exit_code == 0, res.output
     assert (project / "toy_model.py").read_text() == original
+
+
+# ------------------------------------------------------------------ what a newcomer sees (issue 9)
+def test_dry_run_says_would_apply(project):
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
+    assert res.exit_code == 0
+    assert "would apply" in res.stdout and " applied " not in res.stdout
+
+
+def test_write_shows_table_and_diff_before_asking(project, monkeypatch):
+    from cannbot_prefetch.cli import apply as apply_cli
+
+    monkeypatch.setattr(apply_cli, "_interactive", lambda: True)
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write"],
+                        input="n\n")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    ask = out.index("Write these changes to 3 file(s)?")
+    assert out.index("Prefetch design") < ask            # the design table first
+    assert out.index("+++ b/toy_model.py") < ask         # then the diff
+    assert out.index("helper module") < ask
+    assert "nothing written" in out[ask:]
+    assert _snapshot(project) == before
+
+
+def test_check_with_pending_changes_is_exit_1_not_an_error(project):
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--check"])
+    assert res.exit_code == 1
+    assert "3 file(s) would change" in res.stderr
+    assert "error" not in res.stderr.lower()
+
+
+def test_json_flags_are_consistent_and_helper_is_summarised(project):
+    plan = str(project / "plan.yaml")
+    dry = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert dry["pending"] is True and dry["written"] is False
+    assert len(dry["changed_files"]) == 3
+    helper = next(f for f in dry["files"] if f["kind"] == "helper")
+    assert helper["diff"] == "" and helper["helper"]["action"] == "write"
+    assert helper["helper"]["lines"] > 20 and len(helper["helper"]["sha256"]) == 64
+    model = next(f for f in dry["files"] if f["kind"] == "model")
+    assert "+++ b/toy_model.py" in model["diff"]
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes", "--json"])
+    wrote = json.loads(res.stdout)
+    assert wrote["pending"] is False and wrote["written"] is True and wrote["backups"]
+    again = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert again["pending"] is False and again["written"] is False and again["changed_files"] == []
+
+
+def test_revert_alone_reverts(project):
+    plan = str(project / "plan.yaml")
+    original = (project / "toy_model.py").read_text()
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
+    preview = runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--check"])
+    assert preview.exit_code == 1 and "would be reverted" in preview.stderr
+    assert "would remove" in preview.stdout
+    assert (project / "toy_model.py").read_text() != original
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--revert"])
+    assert res.exit_code == 0, res.output
+    assert "reverted 3 file(s)" in res.stderr
+    assert (project / "toy_model.py").read_text() == original
+    assert not (project / "_cannbot_prefetch.py").exists()
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--check"]).exit_code == 0
+
+
+@pytest.fixture()
+def installed(tmp_path):
+    """The same project, but lying inside a site-packages folder (as the Quick start's
+    `--model-src transformers.models...` plan would)."""
+    pkg = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "toypkg"
+    pkg.mkdir(parents=True)
+    shutil.copyfile(FIX / "toy_model.py", pkg / "toy_model.py")
+    sha = sha256_file(pkg / "toy_model.py")
+    plan = Plan(sites=(
+        _site("toy-up", "ToyMLP", "up_proj", "self.mlp.up_proj.weight", "ToyLayer", "self.mlp", "h",
+              sha=sha),), mode="eager",
+        switch=Switch(config_path="custom_params.enable_prefetch"))
+    save_plan(plan, pkg / "plan.yaml")
+    return pkg
+
+
+def test_site_packages_refused_unless_allowed(installed):
+    plan = str(installed / "plan.yaml")
+    before = _snapshot(installed)
+    dry = runner.invoke(app, ["prefetch", "apply", plan])
+    assert dry.exit_code == 0 and "--allow-installed" in dry.stderr
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"])
+    assert res.exit_code == 2
+    assert "installed package" in res.stderr and "site-packages" in res.stderr
+    assert f"cp {installed / 'toy_model.py'} ./toy_model.py" in res.stderr
+    assert "--model-src ./toy_model.py" in res.stderr
+    assert _snapshot(installed) == before
+    js = runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes", "--json"])
+    assert js.exit_code == 2 and json.loads(js.stdout)["error"]["path"].endswith("toy_model.py")
+    ok = runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes", "--allow-installed"])
+    assert ok.exit_code == 0, ok.output
+    assert "cannbot-prefetch: toy-up" in (installed / "toy_model.py").read_text()
+
+
+def test_installed_location_and_unwritable(tmp_path, monkeypatch):
+    import os
+
+    from cannbot_prefetch.rewrite import installed as mod
+
+    assert mod.installed_location(tmp_path / "model.py") is None
+    sp = tmp_path / "lib" / "dist-packages" / "pkg" / "m.py"
+    assert mod.installed_location(sp) == str(tmp_path / "lib" / "dist-packages")
+    target = tmp_path / "m.py"
+    target.write_text("x = 1\n")
+    assert mod.unwritable(target) is None
+    monkeypatch.setattr(os, "access", lambda p, mode: False)
+    assert "not writable" in mod.unwritable(target)
+    assert "not writable" in mod.unwritable(tmp_path / "new" / "helper.py")

@@ -7,26 +7,28 @@ import sys
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
-from ..errors import InputError
-from ..hardware import parse_peak_overrides
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, make_console, prefetch
+from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] | None:
+    from ..errors import InputError
+    from ..i18n import Msg
+
     if steps is not None and step is not None:
-        raise InputError("use --step or --steps, not both")
+        raise InputError(Msg("analyze.step_or_steps"))
     return parse_steps(steps)
 
 
-
 def _parse_src_map(values: list[str]) -> tuple[tuple[str, str], ...]:
+    from ..errors import InputError
+    from ..i18n import Msg
+
     out = []
     for v in values:
         old, sep, new = v.partition("=")
         if not sep or not old:
-            raise InputError(f"--src-map takes OLD=NEW path prefixes, not {v!r}")
+            raise InputError(Msg("analyze.src_map_format", value=v))
         out.append((old, new))
     return tuple(out)
 
@@ -66,17 +68,20 @@ def analyze(
     debug: DebugOpt = False,
 ) -> None:
     """Find memory-bound MatMul-family operators (roofline + counters); with --model-src, plan prefetches."""
-    from ..pipeline import AnalyzeOptions, analyze as run_analyze
-
     def body():
-        check_lang(lang)
+        from ..errors import InputError
+        from ..hardware import parse_peak_overrides
+        from ..i18n import Msg
+        from ..pipeline import AnalyzeOptions, analyze as run_analyze
+        from .progress import status
+
         if mode not in ("eager", "ge_graph", "npugraph_ex"):
-            raise InputError(f"--mode must be eager, ge_graph or npugraph_ex, not {mode!r}")
+            raise InputError(Msg("analyze.mode_choice", value=mode))
         if dtype is not None and dtype not in ("bf16", "fp16", "int8"):
-            raise InputError(f"--dtype must be bf16, fp16 or int8, not {dtype!r}")
+            raise InputError(Msg("analyze.dtype_choice", value=dtype))
         for name, val in (("--top", top), ("--tp", tp), ("--moe-tp", moe_tp)):
             if val < 1:
-                raise InputError(f"{name} must be at least 1")
+                raise InputError(Msg("analyze.at_least_1", name=name))
         opts = AnalyzeOptions(
             profile=profile, rank=rank, run=run, step=step, steps=_parse_steps(step, steps),
             hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=parse_peak_overrides(peak_tflops),
@@ -84,15 +89,18 @@ def analyze(
             model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
             experts_per_rank=experts_per_rank, targets=tuple(target), window=window, dtype=dtype,
             mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out, lang=lang)
-        return run_analyze(opts)
+        with status(lang) as tick:
+            return run_analyze(opts, progress=tick)
 
-    result = guarded(debug, body)
+    result = guarded(debug, body, json_out=json_out, lang=lang)
+    from ..i18n import t
+
     for w in result.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(t("cli.warning", lang, text=w), file=sys.stderr)
     if json_out:
         sys.stdout.write(json.dumps(result.doc, indent=2, ensure_ascii=False, default=str) + "\n")
         return
-    render(result.doc, top)
+    render(result.doc, top, lang)
 
 
 def _fmt(v, digits=1) -> str:
@@ -103,57 +111,83 @@ def _fmt(v, digits=1) -> str:
     return str(v)
 
 
-def _mb(v) -> str:
-    return "-" if v is None else f"{v / 1e6:,.1f}"
+def _mib(v) -> str:
+    return "-" if v is None else f"{v / (1 << 20):,.1f}"
 
 
-def render(doc: dict, top: int) -> None:
+def _found(signatures: list[dict]) -> str:
+    """'MatMulV2 x8, BatchMatMul x2': the MatMul-family kernels found, by type."""
+    counts: dict[str, int] = {}
+    for s in signatures:
+        counts[s["type"]] = counts.get(s["type"], 0) + int(s.get("count") or 0)
+    items = sorted(counts.items(), key=lambda kv: -kv[1])
+    text = ", ".join(f"{k} ×{v}" for k, v in items[:6])
+    return text + (f", … (+{len(items) - 6})" if len(items) > 6 else "")
+
+
+def _hardware_said(hw: dict) -> str:
+    """How the part was chosen; an assumption is said once, by the warning on stderr."""
+    detected = str(hw.get("detected_from") or "")
+    return detected.split(" (", 1)[0] if detected.startswith("assumed") else detected
+
+
+def render(doc: dict, top: int, lang: str = "en") -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..i18n import t, texts
+
     # Piped output gets a width that fits the table instead of Rich's 80-column default.
     con = make_console()
     p, hw = doc.get("profile"), doc["hardware"]
     if p:
-        steps = ",".join(map(str, p["steps"])) or "all"
-        warm = f" (warm-up step {','.join(map(str, p['warmup_excluded']))} excluded)" if p["warmup_excluded"] else ""
-        rank = f", rank {p['rank']}" if p.get("rank") is not None else ""
-        con.print(f"[bold]Profile[/] {p['path']} — {p['layout']}, {p['level'] or 'level unknown'}, "
-                  f"counters: {p['aic_metrics'] or 'none'}{rank}, steps {steps}{warm}, "
-                  f"{p['rows']:,} rows" + (f", {p['rows_skipped']} skipped" if p["rows_skipped"] else ""))
+        steps = ",".join(map(str, p["steps"])) or t("analyze.steps_all", lang)
+        warm = (t("analyze.warmup", lang, steps=",".join(map(str, p["warmup_excluded"])))
+                if p["warmup_excluded"] else "")
+        rank = t("analyze.rank", lang, rank=p["rank"]) if p.get("rank") is not None else ""
+        skipped = t("analyze.rows_skipped", lang, n=p["rows_skipped"]) if p["rows_skipped"] else ""
+        con.print(t("analyze.profile_line", lang, path=escape(str(p["path"])), layout=p["layout"],
+                    level=p["level"] or t("analyze.level_unknown", lang),
+                    counters=p["aic_metrics"] or t("analyze.counters_none", lang), rank=rank,
+                    steps=steps, warm=warm, rows=f"{p['rows']:,}", skipped=skipped))
         for s in p.get("skipped_samples", [])[:3]:
-            con.print(f"  skipped: {s}", style="yellow")
+            con.print(t("analyze.skipped_sample", lang, text=s), style="yellow")
     peaks = ", ".join(f"{k} {v:g}" for k, v in (hw.get("peaks") or {}).items())
-    con.print(f"[bold]Hardware[/] {hw['name']} ({hw.get('detected_from', '')}): peaks TFLOPS {peaks}; "
-              f"HBM {hw.get('hbm_bw')} TB/s; L2 {_mb(hw.get('l2_bytes'))} MB"
-              + (f"; overrides {hw['overrides']}" if hw.get("overrides") else ""))
+    over = t("analyze.overrides", lang, text=hw["overrides"]) if hw.get("overrides") else ""
+    con.print(t("analyze.hardware_line", lang, name=hw["name"], detected=_hardware_said(hw),
+                peaks=peaks, hbm=hw.get("hbm_bw"), l2=_mib(hw.get("l2_bytes")), overrides=over))
     by_id = {s.get("sig_id"): s for s in doc["signatures"]}
     sigs = [by_id[i] for i in doc.get("top", []) if i in by_id]
     footnotes: list[str] = []
     if not p:
-        con.print("No profile (manual mode): no roofline; what needs a profile is unknown.",
-                  style="bold")
+        con.print(t("analyze.manual", lang), style="bold")
     elif not doc["signatures"]:
-        con.print("No MatMul-family operator with shapes in this profile.", style="bold")
+        con.print(t("analyze.no_matmul", lang), style="bold")
+    elif not sigs and all(s.get("input_shapes") is None for s in doc["signatures"]):
+        con.print(t("analyze.no_shapes", lang, n=sum(int(s.get("count") or 0) for s in doc["signatures"]),
+                    types=_found(doc["signatures"])), style="bold")
     elif not sigs:
-        con.print("No memory-bound MatMul-family operator (by roofline or counters): nothing to "
-                  "prefetch here.", style="bold")
+        con.print(t("analyze.none_memory_bound", lang, n=len(doc["signatures"]),
+                    types=_found(doc["signatures"])), style="bold")
     else:
-        t = Table(title=f"Top {len(sigs)} memory-bound MatMul-family signatures by time, "
-                        f"by roofline or counters (of {len(doc['signatures'])} signatures)")
-        for col, just in (("#", "right"), ("type", "left"), ("input shapes / dtypes", "left"),
-                          ("n", "right"), ("mean µs", "right"), ("share", "right"),
-                          ("weight MB", "right"), ("AI / ridge", "right"),
-                          ("t_mem / t_comp µs", "right"), ("analytic / measured", "left")):
-            t.add_column(col, justify=just, overflow="fold")
+        col = texts("analyze.col", lang)
+        table = Table(title=t("analyze.table_title", lang, n=len(sigs), total=len(doc["signatures"])))
+        for key, just in (("num", "right"), ("type", "left"), ("shapes", "left"),
+                          ("count", "right"), ("mean", "right"), ("share", "right"),
+                          ("weight", "right"), ("ai", "right"), ("times", "right"),
+                          ("verdicts", "left")):
+            table.add_column(col[key], justify=just, overflow="fold")
         for i, s in enumerate(sigs[:top], 1):
             mark = ""
             if s.get("note"):
                 footnotes.append(f"[{i}] {s['note']}")
                 mark = f" [{i}]"
-            t.add_row(str(i), s["type"], f"{s.get('input_shapes') or '-'}\n{s.get('dtypes') or '-'}",
-                      str(s["count"]), _fmt(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
-                      _mb(s.get("weight_bytes")), f"{_fmt(s.get('ai'))} / {_fmt(s.get('ridge'), 0)}",
-                      f"{_fmt(s.get('t_memory_us'), 2)} / {_fmt(s.get('t_compute_us'), 2)}",
-                      f"{s.get('verdict') or '-'} / {s.get('measured_verdict') or '-'}{mark}")
-        con.print(t)
+            table.add_row(str(i), s["type"], f"{s.get('input_shapes') or '-'}\n{s.get('dtypes') or '-'}",
+                          str(s["count"]), _fmt(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
+                          _mib(s.get("weight_bytes")), f"{_fmt(s.get('ai'))} / {_fmt(s.get('ridge'), 0)}",
+                          f"{_fmt(s.get('t_memory_us'), 2)} / {_fmt(s.get('t_compute_us'), 2)}",
+                          f"{s.get('verdict') or '-'} / {s.get('measured_verdict') or '-'}{mark}")
+        con.print(table)
         for f in footnotes:
             con.print(f, style="dim")
     # Planned sites, then every candidate not planned with its reason (listed sites appear in
@@ -161,15 +195,15 @@ def render(doc: dict, top: int) -> None:
     for c in doc.get("candidates", []):
         if c.get("planned"):
             sv = c["saving_us"]
-            gain = (f"{sv['low']:.1f}-{sv['high']:.1f} µs/step (mid {sv['mid']:.1f})" if sv
-                    else "unknown (no profile)")
-            con.print(f"[green]planned[/] {c['site']}: prefetch {c['target']} in {c['insert']} "
-                      f"(dependency {c['dependency']}), max_size {c['max_size']:,} B (bound by "
-                      f"{c['bound_by']}), expected saving {gain}")
+            gain = (t("analyze.gain", lang, low=f"{sv['low']:.1f}", high=f"{sv['high']:.1f}",
+                      mid=f"{sv['mid']:.1f}") if sv else t("analyze.gain_unknown", lang))
+            con.print(t("analyze.planned", lang, site=escape(c["site"]), target=escape(c["target"]),
+                        insert=escape(c["insert"]), dependency=escape(c["dependency"]),
+                        size=f"{c['max_size']:,}", bound_by=c["bound_by"], gain=gain))
     for r in doc.get("rejections", []):
-        con.print(f"[yellow]not planned[/] {r.get('signature', '')}: {r.get('reason', '')} "
-                  f"[dim]({r.get('reason_code', '')})[/]")
+        con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),
+                    reason=escape(str(r.get("reason", ""))), code=r.get("reason_code", "")))
     for n in doc.get("notes", []):
-        con.print(f"note: {n}", style="dim")
+        con.print(t("cli.note", lang, text=n), style="dim", markup=False)
     for f in doc.get("outputs", []):
-        con.print(f"wrote {f}", style="green")
+        con.print(t("cli.wrote", lang, path=f), style="green")

@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
+from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 
-from .. import hardware as hwmod
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, make_console, prefetch
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..hardware import HardwareProfile
 
 hw_app = typer.Typer(no_args_is_help=True,
                      help="Hardware profiles: list, show (every number with its source), calibrate.")
 prefetch.add_typer(hw_app, name="hardware")
-
-_TEXT = {
-    "en": {"part": "part", "aliases": "aliases", "cores": "cube/vec", "mhz": "MHz",
-           "fp16": "bf16 TFLOPS", "int8": "int8 TOPS", "hbm": "HBM TB/s", "l2": "L2 MiB",
-           "kind": "kind", "measured": "measured here", "shipped": "shipped",
-           "field": "field", "value": "value", "source": "source",
-           "more": "`cannbot prefetch hardware show NAME` lists each number with its source.",
-           "written": "wrote {path}", "use": "use it with --hardware {ref}"},
-    "zh": {"part": "型号", "aliases": "别名", "cores": "cube/vec", "mhz": "MHz",
-           "fp16": "bf16 TFLOPS", "int8": "int8 TOPS", "hbm": "HBM TB/s", "l2": "L2 MiB",
-           "kind": "来源", "measured": "本机实测", "shipped": "内置",
-           "field": "字段", "value": "数值", "source": "出处",
-           "more": "`cannbot prefetch hardware show NAME` 列出每个数值及其出处。",
-           "written": "已写入 {path}", "use": "使用 --hardware {ref} 选用该配置"},
-}
-
 
 def _size(n: int | None) -> str:
     if n is None:
@@ -50,7 +35,7 @@ def _short(v: float | None) -> str:
     return "-" if v is None else f"{v:.1f}" if v >= 100 else f"{v:.4g}"
 
 
-def _distinct_aliases(p: hwmod.HardwareProfile) -> list[str]:
+def _distinct_aliases(p: "HardwareProfile") -> list[str]:
     """Aliases other than the name, one per case-insensitive spelling."""
     seen = {p.name.lower()}
     out = []
@@ -61,7 +46,7 @@ def _distinct_aliases(p: hwmod.HardwareProfile) -> list[str]:
     return out
 
 
-def _list_json(profiles: list[hwmod.HardwareProfile]) -> list[dict[str, Any]]:
+def _list_json(profiles: list["HardwareProfile"]) -> list[dict[str, Any]]:
     return [{"name": p.name, "aliases": list(p.aliases), "vendor": p.vendor, "measured": p.measured,
              "cube_cores": p.cube_cores, "vector_cores": p.vector_cores, "freq_mhz": p.freq_mhz,
              "peaks_tflops": dict(p.peaks_tflops), "hbm_bw_tbps": p.hbm_bw_tbps,
@@ -69,7 +54,7 @@ def _list_json(profiles: list[hwmod.HardwareProfile]) -> list[dict[str, Any]]:
              "path": p.path} for p in profiles]
 
 
-def _rows(p: hwmod.HardwareProfile) -> list[tuple[str, str, str]]:
+def _rows(p: "HardwareProfile") -> list[tuple[str, str, str]]:
     """(field, value, source) for every number of a profile."""
     src = p.sources
     rows = [
@@ -92,7 +77,14 @@ def _rows(p: hwmod.HardwareProfile) -> list[tuple[str, str, str]]:
     return rows
 
 
-def _show_table(p: hwmod.HardwareProfile, t: dict[str, str]) -> Table:
+def _text(lang: str) -> dict[str, str]:
+    from ..i18n import texts
+    return {**texts("hardware", lang), **texts("hardware.col", lang)}
+
+
+def _show_table(p: "HardwareProfile", t: dict[str, str]) -> "Table":
+    from rich.table import Table
+
     kind = t["measured"] if p.measured else t["shipped"]
     aliases = ", ".join(_distinct_aliases(p)) or "-"
     table = Table(title=f"{p.name} ({p.vendor}, {kind}; {t['aliases']}: {aliases})",
@@ -108,9 +100,13 @@ def _show_table(p: hwmod.HardwareProfile, t: dict[str, str]) -> Table:
 @hw_app.command("list")
 def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
     """Every known part (shipped, and calibrated in the user folder)."""
-    t = _TEXT[check_lang(lang)]
-
     def body() -> None:
+        from rich import box
+        from rich.table import Table
+
+        from .. import hardware as hwmod
+
+        t = _text(lang)
         profiles = hwmod.available()
         if as_json:
             print(json.dumps({"hardware": _list_json(profiles), "user_dir": str(hwmod.user_dir())},
@@ -130,16 +126,17 @@ def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = 
         console.print(table)
         console.print(t["more"])
 
-    guarded(debug, body)
+    guarded(debug, body, json_out=as_json, lang=lang)
 
 
 @hw_app.command("show")
 def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 910B3, Ascend910B3.")],
              as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
     """One part: every number with its source."""
-    t = _TEXT[check_lang(lang)]
-
     def body() -> None:
+        from .. import hardware as hwmod
+
+        t = _text(lang)
         prof = hwmod.load(name)
         if as_json:
             doc = prof.to_yaml_dict()
@@ -149,13 +146,15 @@ def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 
             return
         make_console().print(_show_table(prof, t))
 
-    guarded(debug, body)
+    guarded(debug, body, json_out=as_json, lang=lang)
 
 
-def _ref(prof: hwmod.HardwareProfile) -> str:
+def _ref(prof: "HardwareProfile") -> str:
     """What to pass to --hardware: the name when the user folder holds the file, else its path
     (a profile written elsewhere is not found by name)."""
     from pathlib import Path
+
+    from .. import hardware as hwmod
     in_user_dir = Path(prof.path).resolve().parent == hwmod.user_dir().resolve()
     return prof.name if in_user_dir else prof.path
 
@@ -167,10 +166,11 @@ def calibrate_cmd(
     as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en",
 ) -> None:
     """Measure this host's matmul rate and memory bandwidth; write a `cpu` profile."""
-    t = _TEXT[check_lang(lang)]
-
     def body() -> None:
-        print("calibrating: timing matmuls and a large copy (a few seconds)...", file=sys.stderr)
+        from .. import hardware as hwmod
+
+        t = _text(lang)
+        print(t["calibrating"], file=sys.stderr)
         prof = hwmod.calibrate(out, seconds=seconds)
         if as_json:
             doc = prof.to_yaml_dict()
@@ -181,4 +181,4 @@ def calibrate_cmd(
         console.print(_show_table(prof, t))
         console.print(t["written"].format(path=prof.path) + "; " + t["use"].format(ref=_ref(prof)))
 
-    guarded(debug, body)
+    guarded(debug, body, json_out=as_json, lang=lang)

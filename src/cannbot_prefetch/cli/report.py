@@ -8,10 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import ReportMismatch
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, parse_steps, make_console, prefetch
-
-
+from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
 @prefetch.command("report")
 def report(
@@ -27,24 +24,34 @@ def report(
     as_json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Before/after evidence for a plan, the seed's success rule, and the next tuning step."""
-    check_lang(lang)
+    """Before/after evidence for a plan, the success rule and the next tuning step.
 
+    A site succeeds only when its target op got faster or the critical path shorter, beyond
+    noise, with the window not degraded and the outputs identical (docs/report.md).
+    """
     def body():
+        from ..errors import ReportMismatch
         from ..pipeline import report as run
+        from .progress import status
+
         try:
-            return run(plan, baseline, optimized=optimized, verify_result=verify_result, out=out,
-                       lang=lang, hardware=hardware, rank=rank, steps=parse_steps(steps)), None
+            with status(lang) as tick:
+                return run(plan, baseline, optimized=optimized, verify_result=verify_result,
+                           out=out, lang=lang, hardware=hardware, rank=rank,
+                           steps=parse_steps(steps), progress=tick), None
         except ReportMismatch as err:
             result = getattr(err, "result", None)
             if result is None:
                 raise
             return result, err
 
-    (data, written, doc), mismatch = guarded(debug, body)
+    (data, written, doc), mismatch = guarded(debug, body, json_out=as_json, lang=lang)
+    from ..i18n import t
+
     detected = str(data.hardware.get("detected_from") or "")
     if "assum" in detected.lower():
-        print(f"warning: hardware {data.hardware.get('name')}: {detected} (pass --hardware to choose)",
+        print(t("cli.warning", lang, text=t("report.assumed_hardware", lang,
+                                            name=data.hardware.get("name"), detected=detected)),
               file=sys.stderr)
     if as_json:
         print(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
@@ -52,5 +59,6 @@ def report(
         from ..report.console import print_summary
         print_summary(data, written, lang, make_console(highlight=False))
     if mismatch is not None:
-        print(f"error: {mismatch}", file=sys.stderr)
+        from . import error_text
+        print(t("cli.error", lang, text=error_text(mismatch, lang)), file=sys.stderr)
         raise typer.Exit(mismatch.exit_code)

@@ -11,23 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
-
-from ..errors import CheckFailed
-from . import DebugOpt, JsonOpt, LangOpt, check_lang, guarded, make_console, prefetch
-
-_TEXT = {
-    "en": {"title": "verify {plan} (torch_npu: {npu})", "check": "check", "site": "site",
-           "result": "result", "detail": "detail", "pass": "pass", "fail": "FAIL", "skip": "skip",
-           "failed": "{n} check(s) failed", "ok": "all {n} checks passed",
-           "stub": "recording stub, this process only", "real": "real"},
-    "zh": {"title": "验证 {plan}（torch_npu：{npu}）", "check": "检查项", "site": "位置",
-           "result": "结果", "detail": "说明", "pass": "通过", "fail": "失败", "skip": "跳过",
-           "failed": "{n} 项检查未通过", "ok": "全部 {n} 项检查通过",
-           "stub": "本进程内的记录桩", "real": "真实"},
-}
-
+from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 
 @prefetch.command("verify")
 def verify(
@@ -40,28 +24,40 @@ def verify(
     lang: LangOpt = "en",
 ) -> None:
     """Switch off vs on (bit-identical outputs, every site fires as planned) and graph order."""
-    t = _TEXT[check_lang(lang)]
+    def body() -> int:
+        from rich import box
+        from rich.table import Table
 
-    def body() -> None:
+        from ..i18n import t, texts
         from ..pipeline import verify as run
+        from .progress import status
 
-        result = run(plan, factory, out=out)
+        with status(lang) as tick:
+            result = run(plan, factory, out=out, progress=tick)
         if as_json:
             print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:
-            table = Table(title=t["title"].format(plan=plan, npu=t["stub" if result.stub else "real"]),
-                          box=box.SIMPLE_HEAVY)
-            for col in ("check", "site", "result", "detail"):
-                table.add_column(t[col], overflow="fold")
+            npu = t("verify.stub" if result.stub else "verify.real", lang)
+            table = Table(title=t("verify.title", lang, plan=plan, npu=npu), box=box.SIMPLE_HEAVY)
+            for col in texts("verify.col", lang).values():
+                table.add_column(col, overflow="fold")
+            word = texts("verify", lang)
             for c in result.checks:
                 table.add_row(c.name, c.site or "-",
-                              f"[green]{t['pass']}[/]" if c.passed else
-                              f"[yellow]{t['skip']}[/]" if c.skipped else f"[red]{t['fail']}[/]",
+                              f"[green]{word['pass']}[/]" if c.passed else
+                              f"[yellow]{word['skip']}[/]" if c.skipped else f"[red]{word['fail']}[/]",
                               c.detail)
             make_console().print(table)
         failed = [c for c in result.checks if not (c.passed or c.skipped)]
-        if failed or not result.checks:
-            raise CheckFailed(t["failed"].format(n=len(failed)))
-        make_console(stderr=True).print(t["ok"].format(n=len(result.checks)))
+        err = make_console(stderr=True)
+        if not result.checks:
+            err.print(t("verify.no_checks", lang))
+            return 1
+        if failed:
+            err.print(t("verify.failed", lang, n=len(failed)))
+            return 1
+        err.print(t("verify.ok", lang, n=len(result.checks)))
+        return 0
 
-    guarded(debug, body)
+    if guarded(debug, body, json_out=as_json, lang=lang):
+        raise typer.Exit(1)

@@ -1,0 +1,173 @@
+"""CLI conventions every command keeps (CONTRACTS.md "Commands", docs/cli.md):
+
+`-h` and `--version`; with `--json` every failure (usage errors included) is one JSON error
+object on stdout with `code` = the exit code; `--lang zh` reaches errors; a closed pipe exits 0;
+progress only on a terminal; `--model-src` module names resolve without importing the package.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cannbot_prefetch import __version__
+from cannbot_prefetch.cli import app
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "llama3.2-1b-en"
+runner = CliRunner()
+
+
+def _commands():
+    root = typer.main.get_command(app)
+    out = []
+
+    def walk(cmd, path):
+        out.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, path + [name])
+
+    walk(root, [])
+    return out
+
+
+@pytest.mark.parametrize("path", _commands(), ids=lambda p: " ".join(p) or "cannbot")
+def test_dash_h_is_help_everywhere(path):
+    res = runner.invoke(app, path + ["-h"])
+    assert res.exit_code == 0, res.output
+    assert "Usage:" in res.output
+
+
+def test_version():
+    for args in (["--version"], ["prefetch", "--version"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 0 and res.stdout.strip() == f"cannbot-prefetch {__version__}"
+
+
+# One failing invocation per command: usage errors (unknown option, bad --lang, missing
+# argument) and unusable input (a file that does not exist).
+FAILURES = [
+    (["prefetch", "analyze", "--no-such-flag"], 2, "usage"),
+    (["prefetch", "analyze", str(EXAMPLE / "profile"), "--lang", "fr"], 2, "usage"),
+    (["prefetch", "analyze", "/no/such/profile"], 2, "input_error"),
+    (["prefetch", "analyze", str(EXAMPLE / "profile"), "--steps", "5:2"], 2, "input_error"),
+    (["prefetch", "apply"], 2, "usage"),
+    (["prefetch", "apply", "/no/such/plan.yaml"], 2, None),
+    (["prefetch", "verify", "/no/such/plan.yaml"], 2, "usage"),          # --factory missing
+    (["prefetch", "report", "--plan", "/no/such/plan.yaml"], 2, None),
+    (["prefetch", "hardware", "show", "no-such-part"], 2, "input_error"),
+    (["prefetch", "hardware", "list", "--bogus"], 2, "usage"),
+]
+
+
+@pytest.mark.parametrize("args, code, kind", FAILURES, ids=lambda a: " ".join(a) if isinstance(a, list) else str(a))
+def test_json_failure_is_one_error_object_on_stdout(args, code, kind):
+    res = runner.invoke(app, args + ["--json"])
+    assert res.exit_code == code, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc) == {"error"}
+    err = doc["error"]
+    assert err["code"] == code and err["message"] and "\n" not in err["message"]
+    if kind is not None:
+        assert err["kind"] == kind
+    assert res.stderr.strip() and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_without_json_is_one_line_and_nothing_on_stdout():
+    res = runner.invoke(app, ["prefetch", "analyze", "--no-such-flag"])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: No such option: --no-such-flag")
+
+
+def test_lang_zh_reaches_errors():
+    res = runner.invoke(app, ["prefetch", "analyze", str(EXAMPLE / "profile"), "--steps", "5:2",
+                              "--lang", "zh"])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("错误：") and "结束步在开始步之前" in res.stderr
+
+
+def _cli(*args) -> list[str]:
+    return [sys.executable, "-c", "from cannbot_prefetch.cli import main; main()", *args]
+
+
+@pytest.mark.parametrize("args", [
+    ["prefetch", "analyze", str(EXAMPLE / "profile")],
+    ["prefetch", "analyze", str(EXAMPLE / "profile"), "--json"],
+    ["prefetch", "hardware", "list"],
+    ["prefetch", "analyze", "-h"],
+], ids=["analyze", "analyze --json", "hardware list", "help"])
+def test_closed_pipe_exits_0_without_a_message(args):
+    """`cannbot ... | head -3`: the reader leaves before the first write."""
+    proc = subprocess.Popen(_cli(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()                       # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "Broken pipe" not in err and "error" not in err.lower()
+
+
+# ---------------------------------------------------------------------------------- progress
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal(monkeypatch):
+    from cannbot_prefetch.cli.progress import status
+
+    quiet = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with status("en") as step:
+        step("progress.roofline")
+    assert quiet.getvalue() == ""
+
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    with status("zh") as step:
+        step("progress.roofline")
+    assert "roofline：判定 MatMul 类算子" in tty.getvalue()
+
+
+def test_analyze_reports_each_stage(tmp_path):
+    from cannbot_prefetch.i18n import catalog
+    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+
+    seen = []
+    analyze(AnalyzeOptions(profile=str(EXAMPLE / "profile"), out=str(tmp_path)),
+            progress=lambda key, **kw: seen.append(key))
+    assert seen == ["progress.load", "progress.roofline"]
+    assert all(k in catalog() for k in seen)
+
+
+# ---------------------------------------------------------------------------------- model src
+def test_model_src_module_name_resolves_without_importing_the_package():
+    """find_spec on a dotted name imports the parents: transformers' __init__ would run (and
+    print "PyTorch was not found" where torch is absent). The resolver must import nothing."""
+    pytest.importorskip("transformers")
+    code = ("import sys; from cannbot_prefetch.pipeline import resolve_model_src; "
+            "p = resolve_model_src('transformers.models.llama.modeling_llama'); "
+            "print(p); print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('transformers', 'torch')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"}, check=True)
+    path, loaded = out.stdout.strip().splitlines()
+    assert path.endswith(os.path.join("transformers", "models", "llama", "modeling_llama.py"))
+    assert Path(path).is_file()
+    assert loaded == "[]", loaded
+    assert out.stderr == ""
+
+
+def test_model_src_unknown_module_is_input_error():
+    from cannbot_prefetch.errors import InputError
+    from cannbot_prefetch.pipeline import resolve_model_src
+
+    for name in ("no_such_pkg.models.x", "json.no_such_module", "not a module"):
+        with pytest.raises(InputError, match="neither a file/folder nor an importable module"):
+            resolve_model_src(name)

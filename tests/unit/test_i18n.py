@@ -1,0 +1,83 @@
+"""The one catalog of bilingual text (configs/messages.yaml): complete, consistent, used.
+
+- every entry has `en` and `zh`, with the same `{placeholders}`;
+- every key the code names (`t("...")`, `Msg("...")`, `texts("...")`) exists;
+- no module keeps its own bilingual table any more (the CLI ones are gone);
+- a `Msg` raised deep down prints in the user's language.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from cannbot_prefetch import i18n
+from cannbot_prefetch.errors import InputError
+
+SRC = Path(i18n.__file__).resolve().parent
+
+
+def _fields(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def test_every_entry_has_both_languages_with_the_same_placeholders():
+    cat = i18n.catalog()
+    assert len(cat) > 50
+    for key, entry in cat.items():
+        assert set(entry) == {"en", "zh"}, key
+        assert entry["en"].strip() and entry["zh"].strip(), key
+        assert _fields(entry["en"]) == _fields(entry["zh"]), key
+
+
+def _keys_named_in_code() -> set[tuple[str, str]]:
+    found = set()
+    pattern = re.compile(r"""\b(t|Msg|texts|_t)\(\s*f?["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
+    for path in SRC.rglob("*.py"):
+        for m in pattern.finditer(path.read_text(encoding="utf-8")):
+            if "{" not in m.group(2):
+                found.add((m.group(1), m.group(2)))
+    return found
+
+
+def test_every_key_named_in_the_code_exists():
+    cat = i18n.catalog()
+    named = _keys_named_in_code()
+    assert len(named) > 30
+    for fn, key in named:
+        if fn == "texts":
+            assert any(k.startswith(key + ".") for k in cat), key
+        else:
+            assert key in cat, key
+
+
+def test_no_cli_module_keeps_its_own_bilingual_table():
+    for path in (SRC / "cli").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert '"zh":' not in text and "'zh':" not in text, path.name
+        assert not re.search(r"[\u4e00-\u9fff]", text), f"{path.name} holds Chinese text"
+
+
+def test_msg_is_english_text_and_renders_in_chinese():
+    m = i18n.Msg("cli.steps_order", text="5:2")
+    assert m == "--steps 5:2: the end is before the start"
+    assert "结束步" in m.render("zh")
+    assert i18n.tr(m, "zh") == m.render("zh") and i18n.tr("plain", "zh") == "plain"
+
+
+def test_error_line_in_chinese_carries_path_and_hint():
+    from cannbot_prefetch.cli import error_text
+
+    err = InputError(i18n.Msg("apply.notty"), path="plan.yaml", hint=i18n.Msg("apply.aborted"))
+    assert error_text(err, "en") == ("plan.yaml: --write needs a confirmation and there is no "
+                                     "terminal: pass --yes (nothing written)")
+    zh = error_text(err, "zh")
+    assert zh.startswith("plan.yaml: ") and "请加 --yes" in zh and "未写入任何文件" in zh
+
+
+def test_unknown_key_is_a_bug_not_a_silent_fallback():
+    with pytest.raises(KeyError):
+        i18n.t("no.such.key")
