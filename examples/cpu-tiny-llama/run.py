@@ -282,7 +282,7 @@ def apply(r: Runner, plan: Path, model_copy: Path) -> bool:
     preview = r.out / "apply_preview.json"
     # Preview: the design summary and the diff, nothing written. --json keeps the diff intact
     # (the Rich rendering is for a terminal); the unified diff goes to apply_diff.patch.
-    r.cli(st, ["apply", str(plan), "--json"], stdout_to=preview)
+    r.cli(st, ["apply", str(plan), "--root", str(r.out), "--json"], stdout_to=preview)
     if st.status != "ok":
         return False
     doc = json.loads(preview.read_text(encoding="utf-8"))
@@ -293,7 +293,7 @@ def apply(r: Runner, plan: Path, model_copy: Path) -> bool:
         print(f"  refused: {doc['refused']}", flush=True)
     r.wrote(st, preview, diff)
     before = model_copy.read_text(encoding="utf-8")
-    r.cli(st, ["apply", str(plan), "--write", "--yes"])
+    r.cli(st, ["apply", str(plan), "--root", str(r.out), "--write", "--yes"])
     if st.status != "ok":
         return False
     after = model_copy.read_text(encoding="utf-8")
@@ -304,7 +304,7 @@ def apply(r: Runner, plan: Path, model_copy: Path) -> bool:
     r.wrote(st, model_copy, helper)
     n = after.count("# cannbot-prefetch:")
     print(f"  {model_copy.name}: {n} marked insertion(s); committed model.py untouched", flush=True)
-    r.cli(st, ["apply", str(plan), "--check"])              # nothing pending now: exit 0
+    r.cli(st, ["apply", str(plan), "--root", str(r.out), "--check"])              # nothing pending now: exit 0
     return st.status == "ok"
 
 

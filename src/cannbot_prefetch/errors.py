@@ -42,6 +42,13 @@ class CheckFailed(CannbotError):
     exit_code = 1
 
 
+class Conflict(CannbotError):
+    """Another apply got there first: a file carries another plan's sites, or changed while this
+    run prepared its edit. Nothing written; exit 1 (like a check that did not pass)."""
+
+    exit_code = 1
+
+
 class ReportMismatch(CannbotError):
     """The report was written, but with a mismatch banner. Exit 3."""
 

@@ -258,14 +258,19 @@ def _write_all(files: dict[Path, str]) -> list[str]:
 
 # ---------------------------------------------------------------- apply (rewrite/)
 
-def apply_plan(plan_path, *, write: bool = False, revert: bool = False, helper=None, confirm=None):
+def apply_plan(plan_path, *, write: bool = False, revert: bool = False, helper=None, confirm=None,
+               root=None):
     """Plan -> rewritten model files. Without `write` nothing is written (the result holds the
-    diffs); with it, `confirm(changes) -> bool` is asked first (None: no question)."""
-    from .rewrite.files import commit, prepare
+    diffs); with it, `confirm(changes) -> bool` is asked first (None: no question). `root`:
+    the project root the plan's files must lie under (default: the git work tree holding the
+    plan, else its folder)."""
+    from .rewrite.files import commit, prepare, settle
 
-    changes = prepare(plan_path, revert=revert, helper=helper)
+    changes = prepare(plan_path, revert=revert, helper=helper, root=root)
     if write and changes.pending and (confirm is None or confirm(changes)):
         commit(changes)
+    elif write and not changes.pending:
+        changes.warnings.extend(settle(changes))
     return changes
 
 
@@ -274,6 +279,14 @@ def commit_changes(changes):
     from .rewrite.files import commit
 
     return commit(changes)
+
+
+def settle_changes(changes) -> list[str]:
+    """Nothing to write: remove temp files a killed run left and set the plan's status to what
+    the files are; returns what was done."""
+    from .rewrite.files import settle
+
+    return settle(changes)
 
 
 # ---------------------------------------------------------------- verify (verify/)

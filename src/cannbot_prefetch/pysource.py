@@ -9,13 +9,21 @@ of every line the tool did not write stay exactly as they were.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import ast
+import re
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 _EMPTY = cst.Module(body=[])
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\n|\r)|[^\r\n]+\Z")
+
+
+def source_lines(code: str) -> list[str]:
+    """Lines with their endings, split where Python splits them (\\n, \\r\\n, \\r) and not at
+    form feeds or other characters `str.splitlines` also breaks at, so line numbers agree with
+    the parser's."""
+    return _LINE.findall(code)
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -410,13 +418,14 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
     npu_prefetch calls, statement lines. libcst parses only the classes named in `classes`
     (plus their in-file bases and the class that builds `self.layers`), or all when None: the
     cost follows the classes a plan touches, not the file size (benchmarks/bench_rewrite.py)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError as exc:
-        raise cst.ParserSyntaxError(str(exc.msg), lines=code.splitlines() or [""],
-                                    raw_line=exc.lineno or 1, raw_column=max(exc.offset or 1, 1) - 1
+    try:   # a UTF-8 byte-order mark is fine for Python but not for ast.parse on a str
+        tree = ast.parse(code[1:] if code.startswith("\ufeff") else code)
+    except (SyntaxError, ValueError) as exc:
+        raise cst.ParserSyntaxError(str(getattr(exc, "msg", exc)), lines=code.splitlines() or [""],
+                                    raw_line=getattr(exc, "lineno", None) or 1,
+                                    raw_column=max(getattr(exc, "offset", None) or 1, 1) - 1
                                     ) from None
-    lines = code.splitlines(keepends=True)
+    lines = source_lines(code)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     aliases: dict[str, ImportAlias] = {}
     imports_end = 0

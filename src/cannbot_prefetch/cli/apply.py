@@ -1,4 +1,4 @@
-"""`cannbot prefetch apply PLAN [--write] [--yes] [--check] [--revert] [--helper PATH]`.
+"""`cannbot prefetch apply PLAN [--write] [--yes] [--check] [--revert] [--helper PATH] [--root DIR]`.
 
 Every run first shows the design table and the diff (nothing written). Then:
 - no flag: a dry run ("would apply");
@@ -144,6 +144,9 @@ def apply(
     allow_installed: Annotated[bool, typer.Option(
         "--allow-installed", help="Allow writing into an installed package (site-packages); "
                                   "by default apply refuses and says how to copy the file.")] = False,
+    root: Annotated[Path | None, typer.Option("--root", help="Project root: the plan's files must lie "
+                                              "under it (default: the git work tree holding the "
+                                              "plan, else the plan's folder).")] = None,
     debug: DebugOpt = False,
     as_json: JsonOpt = False,
     lang: LangOpt = "en",
@@ -157,11 +160,11 @@ def apply(
     def body() -> int:
         from ..errors import InputError
         from ..i18n import Msg
-        from ..pipeline import apply_plan, commit_changes
+        from ..pipeline import apply_plan, commit_changes, settle_changes
 
         if write and check:
             raise InputError(Msg("apply.write_and_check"))
-        changes = apply_plan(plan, revert=revert, helper=helper)
+        changes = apply_plan(plan, revert=revert, helper=helper, root=root)
         writing = (write or revert) and not check
         changes.warnings.extend(_refuse_installed(changes, writing, allow_installed, lang))
         n = sum(f.status == "changed" for f in changes.files)
@@ -178,6 +181,9 @@ def apply(
             b = str(Path(changes.backups[0]).parent) if changes.backups else "-"
             err.print(t("apply.reverted" if revert else "apply.wrote", lang, n=n, b=b))
             return _done(changes, as_json, 0)
+        if writing:   # nothing to write: still tidy what a killed run left (temp files, status)
+            for note in settle_changes(changes):
+                err.print(note)
         if check and changes.pending:
             err.print(t("apply.revert_pending" if revert else "apply.pending", lang, n=n))
             return _done(changes, as_json, 1)

@@ -6,7 +6,7 @@ Best available first, and the site records which was used:
               by the order the layer runs them (shape.py);
   3. manual - `--target CLASS.ATTR` / `--window EXPR` (manual.py).
 The insertion (lowest common caller, dependency, weight expression) comes from place.py and is
-checked with the rewriter's `dependency_problem` when that is importable.
+checked with `legality.dependency_problem`, the same rule the rewriter applies.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import reasons
-from ..plan import Site
+from ..legality import Placement, dependency_problem
 from ..windows import Candidate, PredOp, Rejection
-from .place import Placement, nearest_legal, place
+from .place import nearest_legal, place
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -34,31 +34,12 @@ class Mapped:
     notes: tuple[str, ...] = ()
 
 
-def rewriter_check() -> Callable[[str, Site], str | None] | None:
-    try:
-        from ..rewrite.check import dependency_problem
-    except Exception:  # the rewriter is optional for analysis
-        return None
-    return dependency_problem
-
-
-def probe_site(pl: Placement, lin: LinearAttr) -> Site:
-    """A throw-away Site carrying just what the rewriter's check reads."""
-    from ..plan import Basis, Saving, Target
-    return Site(id="probe", target=Target(lin.file, lin.cls, lin.attr, pl.weight_expr, pl.scope),
-                insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=1,
-                basis=Basis((1,), 1.0, 0.5), ladder={}, mapping="shape", evidence={},
-                saving_us=Saving(0, 0, 0), source_sha256="")
-
-
 def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:
-    check = rewriter_check()
+    """accept(placement, target) -> None when legal, else why (legality.py, the rewriter's rule)."""
     codes = {f: v.code for f, v in ms.files.items()}
 
     def accept(pl: Placement, lin: LinearAttr) -> str | None:
-        if check is None:
-            return None
-        return check(codes[pl.file], probe_site(pl, lin))
+        return dependency_problem(codes[pl.file], pl, lin)
     return accept
 
 

@@ -13,7 +13,7 @@ When the window op sits deeper inside a call that also runs heavy MatMuls before
 norm inside `self.model`, seen from the LM head), the nearest legal insertion comes later than
 the window (shift "later"); when the only named value is earlier (down_proj: the MLP input `x`,
 whose statement also runs gate/up), the prefetch starts earlier (shift "earlier"). The rewriter's
-static check, when importable, has the last word on legality.
+static check (legality.py) has the last word on legality.
 """
 
 from __future__ import annotations
@@ -22,21 +22,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from ..legality import Placement
 from ..plan import Insert, Join
 from ..pysource import Stmt, assigned_targets, dotted
 from .source import Event, LinearAttr, ModelSource
-
-
-@dataclass(frozen=True)
-class Placement:
-    insert: Insert
-    dependency: str
-    weight_expr: str
-    join: Join
-    file: str                 # file holding insert.cls
-    shift: str                # exact | earlier | later | fallback
-    note: str = ""
-    scope: str = "same"       # same | next_layer (the weight belongs to the next decoder layer)
 
 
 def _stmt(ms: ModelSource, cls: str, method: str, idx: int) -> Stmt:

@@ -106,8 +106,6 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     ms = load_model_source(model_src, cfg, cfg_path, opts.tp)
     mapper = Mapper(ms, parse_src_map(opts.src_map))
     notes: list[str] = []
-    if mapper.accept is None:
-        notes.append("the rewriter's dependency check is not importable: insertions unchecked")
     rejections: list[Rejection] = []
     views: list[tuple[Candidate | None, Mapped, Sized]] = []
     signatures: list[Any] = []

@@ -118,7 +118,20 @@ if __name__ == "__main__":
 
 
 def ab_script(plan_path: str, switch: str, lang: str = "en") -> str:
-    """Text of `run_prefetch_ab.py` for a plan; `plan_path` relative to the script's folder."""
+    """Text of `run_prefetch_ab.py` for a plan; `plan_path` relative to the script's folder.
+
+    The switch name is a plan value: it must be an identifier (plan/grammar.py); the plan's
+    file name goes into the docstring with anything but [A-Za-z0-9_.-] replaced; the result
+    must parse."""
+    import ast
+    import re
     from pathlib import Path
-    return _TEMPLATE.format(plan_name=Path(plan_path).name, plan_path=plan_path, switch=switch,
-                            lang=lang)
+
+    from ..plan import grammar
+
+    if not grammar.is_identifier(switch) or lang not in ("en", "zh"):
+        raise ValueError(f"A/B script values not allowed: switch={switch!r}, lang={lang!r}")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(plan_path).name)
+    text = _TEMPLATE.format(plan_name=name, plan_path=plan_path, switch=switch, lang=lang)
+    ast.parse(text)
+    return text

@@ -11,23 +11,46 @@ at a statement boundary with the indentation of its neighbour. So:
 The concerns, each a small function below: insert the site calls (`_site_line`), thread the
 switch through `__init__` (`_switch_lines`), join the side stream (`_join_lines`), link the next
 layer (`_link_lines`), import the helper (`_import_lines`).
+
+A plan is data (CONTRACTS "Plan fields are data"): every plan value is checked against
+plan/grammar.py first, each generated line is built as libcst nodes from those parsed pieces
+(identifiers and integers, never the plan's text), and the result is re-parsed before it is
+returned (`_check_output`): it must parse, strip back to the original byte for byte, hold
+exactly the lines written, and none of them may sit after a `return` (dead code).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..plan import Site, Switch
-from .check import MISSING, Placement, Problem, locate
-from ..pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, parse_view
+from ..legality import MISSING, Location, Placement, Problem, locate
+from ..plan import Site, Switch, grammar
+from ..pysource import (ClassInfo, Method, SourceView, Stmt, code_of, dotted, parse_view,
+                        source_lines)
 
 MARKER = "# cannbot-prefetch: "
-_MARKED = re.compile(r"[ \t]*#[ \t]*cannbot-prefetch: [^\r\n]*\r?\n?$")
 ALIAS = "_cbp"
+BOM = "\ufeff"
+# A line the tool wrote: indentation, one of the statement shapes below, two spaces, the marker
+# and a tag. Recognised exactly (not by the marker substring), and only as a whole one-line
+# statement (never inside a string or a bracket), so a user's line that mentions the marker
+# is never taken for one of ours.
+_OWN_LINE = re.compile(r"(?P<indent>[ \t]*)(?P<code>\S[^\r\n]*?)  # cannbot-prefetch: "
+                       r"(?P<tag>[a-z0-9_.-]{1,128})(?P<nl>\r\n|\n|\r)?")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_OWN_CODE = re.compile(
+    rf"try: from \. import _cannbot_prefetch as {ALIAS}"
+    rf"|except ImportError: import _cannbot_prefetch as {ALIAS}"
+    rf"|import {_NAME}(?:\.{_NAME})* as {ALIAS}"
+    rf"|self\.{_NAME} = {ALIAS}\.{_NAME}\([^\r\n]*\)"
+    rf"|(?:if [^\r\n]+: )?{ALIAS}\.{_NAME}\([^\r\n]*\)")
 JOIN_TAG, SWITCH_TAG, IMPORT_TAG, LINK_TAG = "join", "switch", "import", "next-layer"
 SIDE_STREAM_MODES = ("eager", "npugraph_ex")
 
@@ -63,44 +86,152 @@ class SiteErrors(Exception):
         super().__init__("; ".join(f"site {s}: {m}" for s, m in problems))
 
 
-def is_marked(line: str) -> bool:
-    return bool(_MARKED.search(line)) and MARKER.strip() in line
+class UnsafeOutput(Exception):
+    """The rewritten code failed its own check (does not parse, does not revert, dead code):
+    nothing is written. `sites` are the site ids whose lines are involved."""
+
+    def __init__(self, message: str, sites: list[str]):
+        self.sites = sites
+        super().__init__(message)
+
+
+def split_bom(code: str) -> tuple[str, str]:
+    """(BOM or "", the rest): the rewrite works on the text after a UTF-8 byte-order mark."""
+    return (BOM, code[1:]) if code.startswith(BOM) else ("", code)
+
+
+def _one_line_statements(code: str) -> set[int] | None:
+    """1-based rows that hold a whole logical line of their own (None: the code does not
+    tokenize). A row inside a triple-quoted string or a bracket is not one."""
+    rows: set[int] = set()
+    start = None
+    skip = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.ENDMARKER:
+                break
+            if start is None:
+                if tok.type in skip:
+                    continue
+                start = tok.start[0]
+            if tok.type == tokenize.NEWLINE:
+                if tok.start[0] == start:
+                    rows.add(start)
+                start = None
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return rows
+
+
+@functools.lru_cache(maxsize=16)
+def _own(code: str) -> tuple[tuple[int, str], ...]:
+    """(0-based line index, tag) of every line the tool wrote (code without a BOM)."""
+    if MARKER not in code:
+        return ()
+    rows = _one_line_statements(code)
+    if rows is None:     # not Python we can read: take nothing for ours (never drop user lines)
+        return ()
+    out = []
+    for i, ln in enumerate(source_lines(code)):
+        if MARKER in ln and i + 1 in rows:
+            m = _OWN_LINE.fullmatch(ln)
+            if m and _OWN_CODE.fullmatch(m["code"]):
+                out.append((i, m["tag"]))
+    return tuple(out)
+
+
+def _drop_lines(code: str, drop: set[int]) -> str:
+    """The code without the lines at `drop`. A file without a final newline keeps none: when
+    its last line is one of ours (written without a newline), the line before it gets back
+    its own ending (none)."""
+    lines = source_lines(code)
+    kept = "".join(ln for i, ln in enumerate(lines) if i not in drop)
+    if lines and (len(lines) - 1) in drop and not lines[-1].endswith(("\n", "\r")):
+        kept = re.sub(r"(\r\n|\n|\r)\Z", "", kept)
+    return kept
 
 
 def strip_markers(code: str) -> str:
     """The source without any line the tool wrote."""
-    lines = code.splitlines(keepends=True)
-    return "".join(ln for ln in lines if not _MARKED.search(ln))
+    bom, body = split_bom(code)
+    return bom + _drop_lines(body, {i for i, _ in _own(body)})
 
 
 def has_markers(code: str) -> bool:
-    return any(_MARKED.search(ln) for ln in code.splitlines(keepends=True))
+    return bool(_own(split_bom(code)[1]))
 
 
 def marked_ids(code: str) -> set[str]:
-    out = set()
-    for ln in code.splitlines():
-        m = re.search(r"#[ \t]*cannbot-prefetch: (\S+)", ln)
-        if m:
-            out.add(m.group(1))
-    return out
+    return {tag for _, tag in _own(split_bom(code)[1])}
+
+
+# YAML runner configs: the lines _add_yaml_key writes (`key: false` / `parent:` + marker)
+_OWN_YAML = re.compile(rf" *{_NAME}:(?: false)?  # cannbot-prefetch: switch(?:\r\n|\n|\r)?")
+
+
+def strip_yaml_markers(text: str) -> str:
+    lines = source_lines(text)
+    return _drop_lines(text, {i for i, ln in enumerate(lines) if _OWN_YAML.fullmatch(ln)})
+
+
+# ---------------------------------------------------------------- code built as nodes
+
+def _path(dotted_name: str) -> cst.BaseExpression:
+    """`self.mlp.gate_proj.weight` as Name/Attribute nodes (the text passed grammar.is_dotted)."""
+    parts = dotted_name.split(".")
+    node: cst.BaseExpression = cst.Name(parts[0])
+    for p in parts[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(p))
+    return node
+
+
+def _call(func: str, *args: cst.BaseExpression, **kwargs: cst.BaseExpression) -> cst.Call:
+    return cst.Call(func=_path(func), args=[cst.Arg(a) for a in args] +
+                    [cst.Arg(v, keyword=cst.Name(k), equal=_EQ) for k, v in kwargs.items()])
+
+
+_EQ = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                      whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _int(n: int) -> cst.Integer:
+    return cst.Integer(str(int(n)))
+
+
+def _str(text: str) -> cst.SimpleString:
+    """A string literal of a grammar-checked dotted name (no quote or backslash can occur)."""
+    if not grammar.is_dotted(text):
+        raise ValueError(f"not a dotted name: {text!r}")
+    return cst.SimpleString(f'"{text}"')
+
+
+def _render(stmt: cst.BaseStatement | cst.BaseSmallStatement) -> str:
+    if isinstance(stmt, cst.BaseSmallStatement):
+        stmt = cst.SimpleStatementLine([stmt])
+    text = cst.Module(body=[stmt]).code.rstrip("\n")
+    if "\n" in text or "\r" in text:
+        raise ValueError("a generated statement spans more than one line")
+    return text
 
 
 # ---------------------------------------------------------------- the concerns
 
-def _flag(cls: ClassInfo, switch: Switch) -> str:
-    return f"self.{switch.name}" if "__init__" in cls.methods else f"{ALIAS}.enabled()"
+def _flag(cls: ClassInfo, switch: Switch) -> cst.BaseExpression:
+    return _path(f"self.{switch.name}") if "__init__" in cls.methods else _call(f"{ALIAS}.enabled")
 
 
-def _site_line(p: Placement, switch: Switch) -> str:
-    s = p.site
-    flag = _flag(p.cls, switch)
-    extra = f", max_tokens={s.max_tokens}" if s.max_tokens is not None else ""
-    call = f"{ALIAS}.npu_prefetch({flag}, {s.target.weight_expr}, {s.dependency}, {s.max_size}{extra})"
-    if p.guard:
-        root, _, path = p.guard.partition(".")
-        call = f'if {flag} and {ALIAS}.attr({root}, "{path}") is not None: {call}'
-    return call
+def _site_line(s: Site, loc: Location, switch: Switch) -> str:
+    flag = _flag(loc.cls, switch)
+    extra = {"max_tokens": _int(s.max_tokens)} if s.max_tokens is not None else {}
+    call = _call(f"{ALIAS}.npu_prefetch", flag, _path(s.target.weight_expr), _path(s.dependency),
+                 _int(s.max_size), **extra)
+    if not loc.guard:
+        return _render(cst.Expr(call))
+    root, _, path = loc.guard.partition(".")
+    present = cst.Comparison(_call(f"{ALIAS}.attr", _path(root), _str(path)),
+                             [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))])
+    return _render(cst.If(test=cst.BooleanOperation(_flag(loc.cls, switch), cst.And(), present),
+                          body=cst.SimpleStatementSuite([cst.Expr(call)])))
 
 
 def _config_param(init: Method) -> str | None:
@@ -137,8 +268,10 @@ def _switch_lines(cls: ClassInfo, switch: Switch) -> tuple[int, str, str] | None
                                                          (cst.SimpleString, cst.ConcatenatedString))
         anchor_line = first.end + 1 if is_doc and len(body) > 1 else first.start
     cfg = _config_param(init) or "None"
-    default = ", default=True" if switch.default else ""
-    code = f'self.{switch.name} = {ALIAS}.read_switch({cfg}, "{switch.config_path}"{default})'
+    extra = {"default": cst.Name("True")} if switch.default else {}
+    code = _render(cst.Assign([cst.AssignTarget(_path(f"self.{switch.name}"))],
+                              _call(f"{ALIAS}.read_switch", cst.Name(cfg),
+                                    _str(switch.config_path), **extra)))
     return anchor_line, init.body_indent, code
 
 
@@ -167,7 +300,7 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
     m = cls.methods.get(method_name)
     if m is None:
         return f"join method {cls_name}.{method_name} is not defined in this file"
-    code = f"{ALIAS}.join({_flag(cls, switch)})"
+    code = _render(cst.Expr(_call(f"{ALIAS}.join", _flag(cls, switch))))
     if not isinstance(m.node.body, cst.IndentedBlock):
         return f"join method {cls_name}.{method_name} is a one-line method: no line to join at"
     if where == "end":
@@ -182,12 +315,16 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
         if not top or not top[-1].is_return:
             out.append((m.end + 1, m.body_indent, code))
         return out
-    kind, _, call = where.partition(":")
-    if kind not in ("before", "after") or not call:
+    kind, call = grammar.split_where(where)
+    if kind not in ("before", "after") or not grammar.is_dotted(call):
         return f"join.where '{where}' must be end, before:<call> or after:<call>"
     s = _stmt_with_call(m, call)
     if s is None:
         return f"join anchor {call} is not called in {cls_name}.{method_name}"
+    if kind == "after" and s.is_return:
+        return (f"join.where after:{call}: {call} is called inside `return` in "
+                f"{cls_name}.{method_name}, so nothing runs after it (the join would be dead "
+                f"code); use before:{call}, or join in the caller")
     return [(s.start if kind == "before" else s.end + 1, s.indent, code)]
 
 
@@ -195,7 +332,8 @@ def _link_lines(view: SourceView) -> tuple[int, str, str] | None:
     if not view.layers_assignments:
         return None
     _, s = view.layers_assignments[0]
-    return s.end + 1, s.indent, f"{ALIAS}.link_next_layers(self.layers)"
+    return s.end + 1, s.indent, _render(cst.Expr(_call(f"{ALIAS}.link_next_layers",
+                                                        _path("self.layers"))))
 
 
 def _import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int, str, str]]:
@@ -209,7 +347,8 @@ def _import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int
     if helper_module is None:  # next to the model: relative import in a package, else absolute
         return [(line, "", f"try: from . import _cannbot_prefetch as {ALIAS}"),
                 (line, "", f"except ImportError: import _cannbot_prefetch as {ALIAS}")]
-    return [(line, "", f"import {helper_module} as {ALIAS}")]
+    return [(line, "", _render(cst.Import([cst.ImportAlias(
+        _path(helper_module), asname=cst.AsName(cst.Name(ALIAS)))])))]
 
 
 # ---------------------------------------------------------------- the rewrite
@@ -218,19 +357,28 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
                    switch: Switch | None = None, helper_module: str | None = None) -> RewriteOutput:
     """Insert the sites' guarded calls into `code`; returns the new code and what happened.
 
-    Raises libcst.ParserSyntaxError when the code does not parse and SiteErrors when a site names
-    a class, method, attribute, anchor or dependency that is not there (bad input).
+    Raises libcst.ParserSyntaxError when the code does not parse, SiteErrors when a site breaks
+    the plan grammar or names a class, method, attribute, anchor or dependency that is not there
+    (bad input), and UnsafeOutput when the result fails its own check (`_check_output`).
     """
     switch = switch or Switch()
+    bad = [(s.id, f"{k} {m}") for s in sites for k, m in grammar.site_problems(s)]
+    bad += [("switch", f"{k} {m}") for k, m in grammar.switch_problems(switch)]
+    if helper_module is not None and not grammar.is_dotted(helper_module):
+        bad.append(("helper", f"module name {helper_module!r} is not importable (a dotted name "
+                              f"of identifiers)"))
+    if bad:
+        raise SiteErrors(bad)
+    bom, body = split_bom(code)
     out = RewriteOutput(code=code, had_markers=has_markers(code))
-    base = strip_markers(code)
+    base = strip_markers(body)
     view = parse_view(base, {c for s in sites for c in (s.target.cls, s.insert.cls, s.join.cls)})
     out.existing = [ExistingCall(ln, where, c) for ln, where, c in view.prefetch_calls]
 
     errors: list[tuple[str, str]] = []
-    placements: list[Placement] = []
+    placements: list[tuple[Site, Location]] = []
     for site in sites:
-        res = locate(view, site)
+        res = locate(view, Placement.of_site(site), site.target)
         if isinstance(res, Problem):
             if res.kind == MISSING:
                 errors.append((site.id, res.message))
@@ -247,33 +395,34 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
             out.refused.append(Refusal(site.id, "next-layer prefetch needs the model's "
                                                 "`self.layers = ...` in this file to link the layers"))
             continue
-        placements.append(res)
+        placements.append((site, res))
     if errors:
         raise SiteErrors(errors)
     for e in out.existing:
         out.notes.append(f"line {e.line}: existing npu_prefetch call in {e.where} "
                          f"(not written by cannbot-prefetch; left as it is): {e.code}")
     # the side-stream joins, first: a site whose join has no safe place is refused
-    joins: dict[tuple[str, str, str], list[tuple[int, str, str]]] = {}
+    joins: dict[tuple[str, str, str], list[tuple[int, str, str]] | str] = {}
     if mode in SIDE_STREAM_MODES:
         kept = []
-        for p in placements:
-            j = p.site.join
+        for site, loc in placements:
+            j = site.join
             key = (j.cls, j.method, j.where)
             if key not in joins:
                 joins[key] = _join_lines(view, j.cls, j.method, j.where, switch)
-            if isinstance(joins[key], str):
-                if " is not defined in this file" in joins[key]:
-                    errors.append((p.site.id, joins[key]))
+            found = joins[key]
+            if isinstance(found, str):
+                if " is not defined in this file" in found:
+                    errors.append((site.id, found))
                 else:
-                    out.refused.append(Refusal(p.site.id, joins[key]))
+                    out.refused.append(Refusal(site.id, found))
             else:
-                kept.append(p)
+                kept.append((site, loc))
         placements = kept
     if errors:
         raise SiteErrors(errors)
     if not placements:
-        out.code = base
+        out.code = bom + base
         return out
 
     # (line, priority, order, indent, code, tag); inserted before `line`
@@ -297,18 +446,18 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if sw is not None:
             add(sw[0], 1, sw[1], sw[2], SWITCH_TAG)
 
-    if any(p.site.target.weight_expr.startswith("self.next_layer.") for p in placements):
+    if any(site.target.weight_expr.startswith("self.next_layer.") for site, _ in placements):
         link = _link_lines(view)
         add(link[0], 2, link[1], link[2], LINK_TAG)
-    for p in placements:
-        thread(p.cls)
-        add(p.line, 3, p.indent, _site_line(p, switch), p.site.id)
-        if p.note:
-            out.notes.append(f"site {p.site.id}: {p.note}")
-        out.applied.append(p.site.id)
+    for site, loc in placements:
+        thread(loc.cls)
+        add(loc.line, 3, loc.indent, _site_line(site, loc, switch), site.id)
+        if loc.note:
+            out.notes.append(f"site {site.id}: {loc.note}")
+        out.applied.append(site.id)
     done: set[tuple[str, str, str]] = set()
-    for p in placements:
-        j = p.site.join
+    for site, _ in placements:
+        j = site.join
         key = (j.cls, j.method, j.where)
         if mode not in SIDE_STREAM_MODES or key in done:
             continue
@@ -317,22 +466,60 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         for line, indent, text in joins[key]:
             add(line, 4, indent, text, JOIN_TAG)
 
-    out.code = _assemble(view, inserts)
+    new = _assemble(view, inserts)
+    _check_output(new, base, inserts, out.applied)
+    out.code = bom + new
     return out
 
 
 def _assemble(view: SourceView, inserts) -> str:
+    """The lines of the file with the new ones put in. A file without a final newline still
+    ends without one: a line added after its last line is written without a newline, and the
+    old last line gets one (strip_markers undoes exactly that)."""
     lines = list(view.lines)
     nl = view.newline
-    if lines and not lines[-1].endswith(("\n", "\r")):
-        lines[-1] += nl
     by_line: dict[int, list] = {}
     for item in sorted(inserts, key=lambda x: (x[0], x[1], x[2])):
         by_line.setdefault(item[0], []).append(item)
     result: list[str] = []
     for i in range(1, len(lines) + 2):
         for _, _, _, indent, text, tag in by_line.get(i, []):
+            if result and not result[-1].endswith(("\n", "\r")):
+                result[-1] += nl
             result.append(f"{indent}{text}  {MARKER}{tag}{nl}")
         if i <= len(lines):
             result.append(lines[i - 1])
+    if lines and not lines[-1].endswith(("\n", "\r")) and result[-1].endswith(nl) \
+            and result[-1] is not lines[-1]:
+        result[-1] = result[-1][: -len(nl)]
     return "".join(result)
+
+
+_TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _check_output(new: str, base: str, inserts, applied: list[str]) -> None:
+    """The rewritten code must parse, strip back to `base` byte for byte, carry exactly the
+    lines written, and none of them may follow a return/raise/continue/break in its block."""
+    tags = sorted({t for *_, t in inserts} & set(applied)) or sorted(applied)
+    try:
+        tree = ast.parse(new)
+    except (SyntaxError, ValueError) as exc:
+        raise UnsafeOutput(f"the rewritten code does not parse ({exc}): nothing written",
+                           tags) from None
+    if strip_markers(new) != base or len(_own(new)) != len(inserts):
+        raise UnsafeOutput("the rewritten code would not revert to the original byte for byte: "
+                           "nothing written", tags)
+    own_rows = {i + 1: tag for i, tag in _own(new)}
+    dead = set()
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if not isinstance(block, list):
+                continue
+            for prev, stmt in zip(block, block[1:]):
+                if isinstance(prev, _TERMINAL) and stmt.lineno in own_rows:
+                    dead.add(own_rows[stmt.lineno])
+    if dead:
+        raise UnsafeOutput(f"lines {', '.join(sorted(dead))} would come after a return, raise, "
+                           f"continue or break (dead code): nothing written", tags)

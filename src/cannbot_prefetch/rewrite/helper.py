@@ -9,6 +9,10 @@ it again. Mode `ge_graph`: the plain call with its dependency, which GE turns in
 
 from __future__ import annotations
 
+import ast
+
+from ..plan import MODES, grammar
+
 HELPER_NAME = "_cannbot_prefetch.py"
 HEADER = "# Written by cannbot-prefetch (`cannbot prefetch apply --write`)."
 
@@ -139,7 +143,15 @@ def link_next_layers(layers):
 
 
 def helper_source(mode: str, config_path: str, default: bool = False) -> str:
-    return _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default)
+    """The helper's text. The plan values it holds are checked first (a mode name, a dotted
+    config path, a bool: nothing that can close a string or a docstring) and the result must
+    parse."""
+    if mode not in MODES or not grammar.is_dotted(config_path) or not isinstance(default, bool):
+        raise ValueError(f"helper values not allowed: mode={mode!r}, config_path={config_path!r}, "
+                         f"default={default!r}")
+    text = _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default)
+    ast.parse(text)
+    return text
 
 
 def is_ours(text: str) -> bool:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..plan import Plan, Site
+from ..plan import Plan, Site, grammar
 
 
 @dataclass
@@ -44,6 +44,26 @@ def _layer_index(name: str) -> int:
     return int(m.group(1)) if m else -1
 
 
+def weight_of(module, weight_expr: str):
+    """The tensor `self.a.b.weight` names on `module`, by getattr one attribute at a time (never
+    eval: a plan is data); None when a step is absent or None, or the path is not a plain
+    `self.<attr>...` path (no dunders)."""
+    if not grammar.is_dotted(weight_expr, 2):
+        return None
+    head, *rest = weight_expr.split(".")
+    if head != "self" or any(p.startswith("__") for p in rest):
+        return None
+    obj = module
+    for name in rest:
+        try:
+            obj = getattr(obj, name, None)
+        except Exception:  # a property of the model that fails: the weight is not there
+            return None
+        if obj is None:
+            return None
+    return obj
+
+
 def expected_weights(model, plan: Plan) -> Expected:
     exp = Expected()
     for site in plan.sites:
@@ -51,11 +71,8 @@ def expected_weights(model, plan: Plan) -> Expected:
         for name, mod in model.named_modules():
             if type(mod).__name__ != site.insert.cls:
                 continue
-            try:
-                weight = eval(site.target.weight_expr, {}, {"self": mod})  # noqa: S307 - plan text
-            except Exception:  # absent / None module (conditional, last layer): not expected
-                continue
-            if weight is None:
+            weight = weight_of(mod, site.target.weight_expr)
+            if weight is None:  # absent / None module (conditional, last layer): not expected
                 continue
             exp.by_tensor[id(weight)] = (site.id, name)
             exp.tensors[id(weight)] = weight
@@ -225,9 +242,8 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
         for name, mod in model.named_modules():
             if type(mod).__name__ != s.insert.cls:
                 continue
-            try:
-                w = eval(s.target.weight_expr, {}, {"self": mod})  # noqa: S307
-            except Exception:
+            w = weight_of(mod, s.target.weight_expr)
+            if w is None:
                 continue
             for pname, p in model.named_parameters(remove_duplicate=False):
                 if p is w:

@@ -10,8 +10,7 @@ from cannbot_prefetch.mapping import Mapped, Mapper
 from cannbot_prefetch.mapping.source import load_config, load_model_source
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.profiling.table import KernelTable
-from cannbot_prefetch.rewrite.check import dependency_problem
-from cannbot_prefetch.mapping import probe_site
+from cannbot_prefetch.legality import dependency_problem
 from cannbot_prefetch.roofline.classify import classify, select_top
 from cannbot_prefetch.windows import find_windows
 
@@ -62,7 +61,7 @@ def test_stack_mapping_on_the_llama_example(llama):
         assert m.method == "stack"
         # the rewriter agrees the dependency is legal there
         code = open(pl_.file).read()
-        assert dependency_problem(code, probe_site(pl_, m.target)) is None, q
+        assert dependency_problem(code, pl_, m.target) is None, q
     # the lowest common caller: post_attention_layernorm (decoder layer) vs gate_proj (MLP)
     assert got["LlamaMLP.gate_proj"][1].placement.shift == "exact"
     assert got["LlamaForCausalLM.lm_head"][1].placement.shift == "later"

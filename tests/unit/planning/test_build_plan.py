@@ -260,7 +260,7 @@ def test_bad_options(llama_src):
 def test_cross_layer_window_plans_the_next_layer(llama_roof, llama_src):
     """With an 8 us minimum the RmsNorm window is too short: q_proj's window becomes the previous
     layer's down_proj output (3a), planned as `self.next_layer...` after this layer's MLP."""
-    from cannbot_prefetch.rewrite.check import dependency_problem
+    from cannbot_prefetch.legality import Placement, dependency_problem
     roof, info, hw = llama_roof
     src, cfg = llama_src
     plan, design, _ = build_plan(roof, info, hw, src, cfg,
@@ -271,7 +271,7 @@ def test_cross_layer_window_plans_the_next_layer(llama_roof, llama_src):
     assert (q.insert.cls, q.insert.anchor_call, q.insert.position, q.dependency) == \
         ("LlamaDecoderLayer", "self.mlp", "after", "hidden_states")
     assert q.evidence["window"]["branch"] == "3a" and q.evidence["window"]["time_us"] >= 8.0
-    assert dependency_problem(src.read_text(), q) is None
+    assert dependency_problem(src.read_text(), Placement.of_site(q), q.target) is None
     # gate_proj's window moves back to o_proj's output, seen from the decoder layer
     g = next(s for s in plan.sites if s.id == "llamamlp-gate_proj")
     assert (g.insert.anchor_call, g.insert.position, g.evidence["window"]["branch"]) == \

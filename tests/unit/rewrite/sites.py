@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cannbot_prefetch.legality import Placement, dependency_problem
 from cannbot_prefetch.plan import Basis, Insert, Join, Plan, Saving, Site, Switch, Target
 
 
@@ -28,3 +29,8 @@ def site(id, *, file="model.py", cls, attr, weight, icls, method="forward", anch
 def plan(*sites: Site, mode="eager", config_path="enable_prefetch", config_file=None) -> Plan:
     return Plan(sites=tuple(sites), mode=mode,
                 switch=Switch(config_path=config_path, config_file=config_file))
+
+
+def legal(code: str, s: Site) -> str | None:
+    """legality.dependency_problem for a Site (None: legal)."""
+    return dependency_problem(code, Placement.of_site(s), s.target)

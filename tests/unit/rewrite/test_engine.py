@@ -6,9 +6,9 @@ import textwrap
 
 import pytest
 
-from cannbot_prefetch.rewrite import dependency_problem
 from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source, strip_markers
 
+from .sites import legal as dependency_problem
 from .sites import site
 
 SRC = textwrap.dedent('''\

@@ -7,8 +7,11 @@ point. A dependency that only reaches the target through a value computed before
 (the seed's wrong example: `x` feeds `self.attention(x)` whose output feeds the MLP) is refused:
 in GE graph mode the Cmo node would hang off a stale node.
 
-`dependency_problem(module_code, site)` is the public entry point (the planner calls it);
-`locate(view, site)` returns a `Placement` for the rewriter or a `Problem`.
+One module, imported plainly by both stages that need the rule: mapping/ (the planner proposes
+only placements this accepts) and rewrite/ (the rewriter places exactly what this accepts).
+`Placement` is the proposal both speak (what a plan Site carries: insert, dependency, weight
+expression, join); `dependency_problem(module_code, placement, target)` says whether it is legal;
+`locate(view, placement, target)` resolves it to a `Location` (lines in one file) or a `Problem`.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from ..plan import Site
-from ..pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
+from typing import Protocol
+
+from .plan import Insert, Join, Site, grammar
+from .pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
 
 # kinds: "missing" = the plan names something that is not in the file (bad input, exit 2);
 #        "unsafe"  = it is there but there is no safe insertion (the site is refused, others go on)
@@ -33,7 +38,34 @@ class Problem:
 
 @dataclass(frozen=True)
 class Placement:
-    site: Site
+    """Where a prefetch goes, as the planner proposes it and a plan Site records it."""
+
+    insert: Insert
+    dependency: str
+    weight_expr: str
+    join: Join
+    file: str = ""            # file holding insert.cls
+    shift: str = "exact"      # exact | earlier | later | fallback (vs the measured window)
+    note: str = ""
+    scope: str = "same"       # same | next_layer (the weight belongs to the next decoder layer)
+
+    @classmethod
+    def of_site(cls, site: Site) -> "Placement":
+        return cls(site.insert, site.dependency, site.target.weight_expr, site.join,
+                   site.target.file, scope=site.target.scope)
+
+
+class TargetRef(Protocol):
+    """The weight's owner: a plan Target or the mapping's LinearAttr (class + attribute)."""
+
+    cls: str
+    attr: str
+
+
+@dataclass(frozen=True)
+class Location:
+    """A legal placement resolved to lines of one file (what the rewriter inserts at)."""
+
     cls: ClassInfo
     method: Method
     stmt: Stmt                 # the statement the call goes before / after
@@ -43,13 +75,13 @@ class Placement:
     note: str = ""
 
 
-def dependency_problem(module_code: str, site: Site) -> str | None:
-    """None when the site's dependency is legal at its insertion point, else the reason."""
+def dependency_problem(module_code: str, pl: Placement, target: TargetRef) -> str | None:
+    """None when the placement's dependency is legal at its insertion point, else the reason."""
     try:
-        view = parse_view(module_code, {site.target.cls, site.insert.cls, site.join.cls})
+        view = parse_view(module_code, {target.cls, pl.insert.cls, pl.join.cls})
     except cst.ParserSyntaxError as exc:
         return f"the file does not parse: {str(exc).splitlines()[0]}"
-    result = locate(view, site)
+    result = locate(view, pl, target)
     return result.message if isinstance(result, Problem) else None
 
 
@@ -65,7 +97,7 @@ def _anchor_matches(call: cst.Call, anchor: str) -> bool:
     return d == anchor or _strip_forward(d) == anchor
 
 
-def _find_class(view: SourceView, name: str, site: Site, role: str) -> ClassInfo | Problem:
+def _find_class(view: SourceView, name: str, role: str) -> ClassInfo | Problem:
     cls = view.classes.get(name)
     if cls is not None:
         return cls
@@ -201,15 +233,21 @@ def _enclosing_block_stmt(method: Method, holder: Stmt) -> Stmt:
     return holder
 
 
-def locate(view: SourceView, site: Site) -> Placement | Problem:
-    t, ins = site.target, site.insert
-    tcls = _find_class(view, t.cls, site, "target")
+def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Problem:
+    t, ins, dependency = target, pl.insert, pl.dependency
+    weight_expr, scope = pl.weight_expr, pl.scope
+    for field, value in (("target.weight_expr", weight_expr), ("insert.anchor_call", ins.anchor_call),
+                         ("insert.method", ins.method)):
+        msg = grammar.problem(field, value)
+        if msg:
+            return Problem(MISSING, f"{field} {msg}")
+    tcls = _find_class(view, t.cls, "target")
     if isinstance(tcls, Problem):
         return tcls
     if not _has_attr(view, tcls, t.attr):
         return Problem(MISSING, f"class {t.cls} has no attribute '{t.attr.split('.')[0]}' "
                                 f"(no `self.{t.attr.split('.')[0]} = ...` in its methods)")
-    icls = _find_class(view, ins.cls, site, "insert")
+    icls = _find_class(view, ins.cls, "insert")
     if isinstance(icls, Problem):
         return icls
     method = icls.methods.get(ins.method)
@@ -247,18 +285,17 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
         point = k
         line = stmt.start
 
-    # the dependency: a local tensor expression, defined before the point
-    try:
-        dep_node = cst.parse_expression(site.dependency)
-    except cst.ParserSyntaxError:
-        return Problem(MISSING, f"dependency '{site.dependency}' is not a Python expression")
+    # the dependency: a local name or attribute path (grammar.py), defined before the point
+    if not grammar.is_dotted(dependency):
+        return Problem(MISSING, f"dependency '{dependency}' is not a local name or attribute path")
+    dep_node = cst.parse_expression(dependency)
     dep_names, dep_calls = names_and_calls(dep_node)
     dep_names.discard("self")
     if dep_calls:
-        return Problem(UNSAFE, f"dependency '{site.dependency}' calls a function: name a value "
+        return Problem(UNSAFE, f"dependency '{dependency}' calls a function: name a value "
                                f"that the model already computes")
     if not dep_names:
-        return Problem(UNSAFE, f"dependency '{site.dependency}' is not a local tensor of {where}")
+        return Problem(UNSAFE, f"dependency '{dependency}' is not a local tensor of {where}")
     params = set(method.params)
     def_idx = -1
     for n in dep_names:
@@ -276,17 +313,17 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
         def_idx = max(def_idx, idx)
 
     # the target and its guard (a module on the weight's path that may be absent or None)
-    refs, owner = _target_refs(t.weight_expr)
+    refs, owner = _target_refs(weight_expr)
     guard = None
-    head = t.weight_expr.split(".")
+    head = weight_expr.split(".")
     if head[0] != "self" and head[0] not in params:
-        return Problem(MISSING, f"weight '{t.weight_expr}' names '{head[0]}', which is neither "
+        return Problem(MISSING, f"weight '{weight_expr}' names '{head[0]}', which is neither "
                                 f"self nor a parameter of {where}")
     if head[0] == "self" and len(head) > 2 and (
-            t.scope == "next_layer" or _is_conditional(view, tcls, t.attr)
+            scope == "next_layer" or _is_conditional(view, tcls, t.attr)
             or head[1] in icls.conditional_attrs):
         guard = owner
-    elif head[0] != "self" and t.scope == "next_layer":
+    elif head[0] != "self" and scope == "next_layer":
         guard = owner
 
     # the flow: from the dependency's definition to the call that runs the target
@@ -297,7 +334,7 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
     for i in range(def_idx + 1, len(stmts)):
         s = stmts[i]
         after = i >= point
-        if t.scope == "next_layer":
+        if scope == "next_layer":
             hit = after and s.is_return
             used = s.uses
         else:
@@ -306,18 +343,18 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
             used = set().union(*(_call_arg_names(c) for c in tcalls)) if tcalls else set()
         if hit:
             tags = {live[n] for n in used if n in live}
-            what = "the return value" if t.scope == "next_layer" else "the call that runs " + owner
+            what = "the return value" if scope == "next_layer" else "the call that runs " + owner
             if not tags:
-                return Problem(UNSAFE, f"dependency '{site.dependency}' does not flow into {what} "
+                return Problem(UNSAFE, f"dependency '{dependency}' does not flow into {what} "
                                        f"(line {s.start}) in {where}: in graph mode it would not "
                                        f"order the prefetch before the target")
             if tags == {"before"}:
                 via = _first_path_stmt(stmts, def_idx, point, live)
-                return Problem(UNSAFE, f"dependency '{site.dependency}' reaches {what} only through "
+                return Problem(UNSAFE, f"dependency '{dependency}' reaches {what} only through "
                                        f"line {via} which runs before the prefetch: it is not the "
                                        f"target's predecessor (seed 003 wrong example); use the "
                                        f"value computed there")
-            return Placement(site, icls, method, stmt, line, stmt.indent, guard, note)
+            return Location(icls, method, stmt, line, stmt.indent, guard, note)
         if s.uses & live.keys():
             fresh = after and any(live[n] in ("dep", "after") for n in s.uses & live.keys())
             for d in s.defs:
@@ -325,8 +362,8 @@ def locate(view: SourceView, site: Site) -> Placement | Problem:
         else:
             for d in s.defs:
                 live.pop(d, None)
-    if t.scope == "next_layer":
-        return Problem(UNSAFE, f"dependency '{site.dependency}' does not flow into a return of "
+    if scope == "next_layer":
+        return Problem(UNSAFE, f"dependency '{dependency}' does not flow into a return of "
                                f"{where}, so the next layer does not depend on it")
     if target_seen_before:
         return Problem(UNSAFE, f"{owner} runs before the insertion point in {where}: the prefetch "
