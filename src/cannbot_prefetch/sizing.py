@@ -1,13 +1,17 @@
-"""Stage 5: how much to prefetch, and what it may save (seed 003 "预取大小确定", REFERENCE.md §5).
+"""Stage 5: how much to prefetch (seed 003 "预取大小确定", REFERENCE.md §5, CONTRACTS "Defaults").
 
-max_size = min(weight bytes x coefficient, caps...), caps shown side by side:
-  - cmo_rate_x_window: one CMO stream's rate (policy sizing.cmo_bw_gbps / the hardware profile,
-    `--cmo-bw`) x the window's usable time;
-  - hbm_headroom: HBM bandwidth x window time, minus what the window's own ops move;
+max_size = min(weight bytes x coefficient, the binding caps), caps shown side by side:
+  - hbm_headroom: HBM bandwidth x the window's usable time, minus what the window's own ops move
+    (a fact of the profile and the part);
   - l2_budget: L2 x policy sizing.l2_budget_share, shared by the sites in flight together;
-  - user: `--max-size-cap`.
-The smallest applies and is named in `basis.bound_by`. The coefficient starts at 0.5; the ladder
-(0.7 -> 1.0 up, 0.3 -> 0.1 down) is recorded for tuning. `max_size` is always a positive int.
+  - user: `--max-size-cap`;
+  - cmo_rate_x_window: one CMO stream's rate x the window. The rate (285 GB/s) is ONE public
+    measurement, so by default this cap is a risk, shown but not binding; it binds when the user
+    gives the rate (`--cmo-bw`) or `report` calibrated it from CMO tasks in a prefetch-on profile
+    (the next plan carries it).
+The smallest binding cap applies and is named in `basis.bound_by`. The coefficient starts at 0.5;
+the ladder (0.7 -> 1.0 up, 0.3 -> 0.1 down) is recorded for tuning. `max_size` is always a
+positive int.
 
 Seed formulas (b = bytes per element): q/o H*H*b, gate_up H*I*2*b, down I*H*b, QBMM (int8)
 H*H*1, MoE `gmm1 = H*I*2*b // moe_tp * experts_per_rank // 2`, `gmm2 = H*I*b // moe_tp *
@@ -100,6 +104,17 @@ def theoretical_bytes(w: Weight) -> tuple[int, str]:
     return w.nbytes, FORMULAS.get(w.role, FORMULAS["linear"])
 
 
+def cmo_cap(gbps: float, window_us: float, given_by: str = "") -> Cap:
+    """One CMO stream's rate x the window: binding only when the rate was given or measured
+    (`given_by` says how); else shown as a risk (the 285 GB/s default is one public figure)."""
+    n = int(gbps * 1e9 * max(window_us, 0.0) * 1e-6)
+    if given_by:
+        return Cap("cmo_rate_x_window", n, f"{gbps:g} GB/s ({given_by}) x {window_us:.1f} us")
+    return Cap("cmo_rate_x_window", n,
+               f"{gbps:g} GB/s x {window_us:.1f} us; a risk, not binding: one public measurement "
+               "(pass --cmo-bw, or let report calibrate it from a prefetch-on profile)", False)
+
+
 def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any, *, in_flight: int = 1,
               user_cap: int | None = None, coefficient: float | None = None,
               cmo_bw_gbps: float | None = None, pol: dict[str, Any] | None = None) -> Sized:
@@ -119,15 +134,15 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
     caps = [Cap("weight", theory, f"{dims_txt} x {w.dtype_bytes:g} B ({formula})")]
     base = int(theory * use_coef)
     cmo = float(cmo_bw_gbps or getattr(hw, "cmo_bw_gbps", None) or sz["cmo_bw_gbps"])
+    cmo_given = cmo_bw_gbps is not None or "cmo_bw_gbps" in (getattr(hw, "overrides", {}) or {})
     hbm = float(hw.hbm_bw_bytes_per_s)
     if window.time_us is not None:
         t = max(window.time_us, 0.0)
-        caps.append(Cap("cmo_rate_x_window", int(cmo * 1e9 * t * 1e-6),
-                        f"{cmo:g} GB/s x {t:.1f} us"))
         head = int(hbm * t * 1e-6) - int(window.bytes)
         caps.append(Cap("hbm_headroom", max(head, 0),
                         f"{hbm / 1e12:g} TB/s x {t:.1f} us - {window.bytes / 2**20:.1f} MiB "
                         "moved by the window's ops"))
+        caps.append(cmo_cap(cmo, t, "--cmo-bw" if cmo_given else ""))
     else:
         notes.append("no profile: the window caps (CMO rate, HBM headroom) are unknown")
     l2 = getattr(hw, "l2_bytes", None)
@@ -142,7 +157,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
         caps.append(Cap("user", int(user_cap), "--max-size-cap"))
     bound_by, size = "coefficient", base
     for c in caps[1:]:
-        if c.bytes < size:
+        if c.binding and c.bytes < size:
             bound_by, size = c.name, c.bytes
     if size < 1:
         notes.append(f"the {bound_by} cap leaves nothing to prefetch; max_size set to 1 byte")

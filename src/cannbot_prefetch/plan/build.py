@@ -252,7 +252,7 @@ def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: i
     # an "earlier" insertion also overlaps work before the window (a MatMul): that time is not
     # free bandwidth, so only the measured window counts (and the site ranks after exact ones)
     time_us = effective_window_us(cand, m)
-    wbytes = sum(o.bytes for o in win.ops)
+    wbytes = effective_window_bytes(cand, m)
     g = GainInputs(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
                    cand.per_step, time_us, int(wbytes))
     return size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
@@ -262,6 +262,18 @@ def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: i
 def effective_window_us(cand: Candidate, m: Mapped) -> float:
     """The measured window, or 0 when the legal insertion comes after the window op."""
     return 0.0 if m.placement.shift == "later" else float(cand.window.time_us)
+
+
+def effective_window_bytes(cand: Candidate, m: Mapped) -> int:
+    """What the window's ops move; an "earlier" placement of a 3a window also overlaps the
+    memory-heavy op whose output starts it: its bytes compete with the prefetch, its time is not
+    free (CONTRACTS "Defaults": a memory-bound op is never free window time). Interim until the
+    placed span is costed op by op (issue 10 item 4)."""
+    w = cand.window
+    n = sum(o.bytes for o in w.ops)
+    if m.placement.shift == "earlier" and w.branch == "3a":
+        n += int(w.start_op.bytes)
+    return int(n)
 
 
 def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
@@ -278,7 +290,13 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
         seen.add(q)
         if c is not None and m.method != "manual" and s.mid <= 0:
             listed.append(((c, m, s), "no expected saving"))
-            why = (f"; {m.placement.note}" if m.placement.shift == "later" else "")
+            why = ""
+            if m.placement.shift == "later":
+                why = f"; {m.placement.note}"
+            elif m.placement.shift == "earlier" and c.window.branch == "3a":
+                why = (f"; {m.placement.note}, so it also overlaps the memory-heavy "
+                       f"{c.window.start_op.type} whose output starts the window and whose "
+                       f"{c.window.start_op.bytes / 2**20:.1f} MiB the prefetch would compete with")
             rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
                             f"{q}: no expected saving (bound by {s.basis.bound_by}, "
                             f"max_size {s.max_size} B){why}"))

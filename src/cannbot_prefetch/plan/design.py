@@ -71,7 +71,16 @@ _T: dict[str, dict[str, str]] = {
         "shift_later": "The nearest legal insertion comes after the window op: the usable "
                        "window shrinks to {time} µs.",
         "shift_fallback": "The window op could not be placed; the nearest legal dependency is used.",
-        "cap_head": "| Cap | Bytes | Basis |",
+        "cap_head": "| Cap | Bytes | Binds? | Basis |",
+        "binds": "yes",
+        "risk_only": "risk only",
+        "small": "max_size is {share} of the weight, below the whole weights or large fractions public "
+                 "practice prefetches (REFERENCE.md §5: LongCat-Flash 18/36/7 MiB = whole q_a/q_b/kv_a "
+                 "weights; vllm-ascend PR 1509 gained only from 80-100 MB): the **{bound}** cap binds. "
+                 "{why}",
+        "small_window": "The window carries no more; a larger size needs an earlier dependency "
+                        "(a longer window), which the report proposes once this one is measured.",
+        "small_other": "Raise the cap only if its basis is wrong.",
         "bound": "bound by **{bound}** → max_size = {size}",
         "saving_line": "{id}: {low} / {mid} / {high} µs per step (low / mid / high), "
                        "{per_op} µs of {mean} µs per op{opt}",
@@ -83,8 +92,12 @@ _T: dict[str, dict[str, str]] = {
         "risk_tokens": "Decode only: the call is skipped when more than {n} tokens run (prefill).",
         "risk_l2": "A prefetch larger than what L2 can keep evicts other data; the L2 cap "
                    "bounds it, shared by {n} site(s) in flight.",
-        "risk_cmo": "The CMO rate ({cmo} GB/s) is one measurement: calibrate it from CMO task "
-                    "durations in a profile with prefetch on (`--cmo-bw`).",
+        "risk_cmo": "The CMO rate ({cmo} GB/s) is one public measurement: its cap "
+                    "(`cmo_rate_x_window`) is shown as a risk and does not bind. If a single CMO "
+                    "stream really runs at that rate, the prefetch outlasts its window. `report` "
+                    "measures the rate from the CMO tasks of a prefetch-on profile and the next plan "
+                    "uses it; or pass `--cmo-bw` to make it bind now.",
+        "risk_cmo_bound": "The CMO rate ({cmo} GB/s) was given (`--cmo-bw`): its cap binds.",
         "risk_graph": "Graph mode: the dependency must be a tensor on the target's path; the "
                       "rewriter checks this statically before writing.",
         "risk_unchecked": "The rewriter's dependency check was not available: insertions are unchecked.",
@@ -142,7 +155,13 @@ _T: dict[str, dict[str, str]] = {
         "shift_earlier": "最近的合法依赖早于依赖窗口：预取还会与 {what} 重叠；启用后请观察该算子耗时。",
         "shift_later": "最近的合法插入点晚于窗口算子：可用窗口缩小为 {time} µs。",
         "shift_fallback": "窗口算子无法在源码中定位，改用最近的合法依赖。",
-        "cap_head": "| 上限 | 字节 | 依据 |",
+        "cap_head": "| 上限 | 字节 | 是否生效 | 依据 |",
+        "binds": "是",
+        "risk_only": "仅风险提示",
+        "small": "max_size 只有权重的 {share}，低于公开实践常用的整份权重或大比例（REFERENCE.md §5：LongCat-Flash "
+                 "18/36/7 MiB 即 q_a/q_b/kv_a 整份权重；vllm-ascend PR 1509 仅在 80-100 MB 时有收益）：受 **{bound}** 上限约束。{why}",
+        "small_window": "依赖窗口只能容纳这么多；更大的预取需要更早的依赖（更长的窗口），实测后报告会给出建议。",
+        "small_other": "仅当该上限的依据有误时再放宽。",
         "bound": "由 **{bound}** 决定 → max_size = {size}",
         "saving_line": "{id}：每步 {low} / {mid} / {high} µs（低 / 中 / 高），单算子 {per_op} µs / {mean} µs{opt}",
         "optimistic": "——**乐观**（超过算子耗时 {opt}）",
@@ -151,7 +170,8 @@ _T: dict[str, dict[str, str]] = {
         "risk_window": "预取会与依赖窗口自身的访存争抢带宽：若前序窗口变慢，减小 max_size（50% → 30% → 10%）或调整依赖位置。",
         "risk_tokens": "仅 decode：token 数超过 {n} 时（prefill）跳过预取。",
         "risk_l2": "超过 L2 容量的预取会挤出其他数据；L2 上限已按同时在途的 {n} 个位置分摊。",
-        "risk_cmo": "CMO 速率（{cmo} GB/s）为单次测量值：请用开启预取后 profiling 中的 CMO 任务耗时校准（`--cmo-bw`）。",
+        "risk_cmo": "CMO 速率（{cmo} GB/s）为单次公开测量值：其上限（`cmo_rate_x_window`）仅作风险提示，不生效。若单条 CMO 流确实只有该速率，预取会超出窗口。`report` 会根据开启预取后 profiling 中的 CMO 任务测得速率，下一步方案据此计算；也可传 `--cmo-bw` 使其立即生效。",
+        "risk_cmo_bound": "CMO 速率（{cmo} GB/s）由 `--cmo-bw` 给出：其上限生效。",
         "risk_graph": "图模式：依赖节点必须是目标算子路径上的张量；改写前会做静态检查。",
         "risk_unchecked": "改写器的依赖检查不可用：插入位置未经校验。",
         "reason_3b": "前序算子 {ops} 非访存密集：从 {op} 的输入开始预取",
@@ -253,13 +273,21 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     for v in planned:
         b = v.site.basis
         L += [f"**{v.site.id}** — {' × '.join(map(str, b.dims))}, {b.dtype_bytes:g} B/elem, "
-              f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|"]
+              f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|---|"]
         for c in b.caps:
-            L.append(f"| {c.name} | {_mib(c.bytes)} | {c.note} |")
+            binds = t["binds"] if c.binding else t["risk_only"]
+            L.append(f"| {c.name} | {_mib(c.bytes)} | {'–' if c.name == 'weight' else binds} | {c.note} |")
         L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
+        weight = next((c.bytes for c in b.caps if c.name == "weight"), 0)
+        if weight and v.site.max_size < 0.5 * weight and b.bound_by != "coefficient":
+            why = t["small_window"] if b.bound_by in ("hbm_headroom", "cmo_rate_x_window") \
+                else t["small_other"]
+            L += [t["small"].format(share=f"{v.site.max_size / weight:.0%}", bound=b.bound_by,
+                                    why=why), ""]
     for v in listed:
         b = v.site.basis
-        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" for c in b.caps)
+        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else f" ({t['risk_only']})")
+                         for c in b.caps)
         L.append(f"- `{v.site.id}` ({t['listed']}): {caps} → "
                  f"{t['bound'].format(bound=b.bound_by, size=_mib(v.site.max_size))}")
     if listed:
@@ -296,7 +324,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L.append(f"- {t['risk_tokens'].format(n=mt)}")
     if any(c.name == "l2_budget" for v in planned for c in v.site.basis.caps):
         L.append(f"- {t['risk_l2'].format(n=max(len(planned), 1))}")
-    L.append(f"- {t['risk_cmo'].format(cmo=hw.get('cmo_bw_gbps'))}")
+    cmo_binds = any(c.name == "cmo_rate_x_window" and c.binding for v in planned
+                    for c in v.site.basis.caps)
+    L.append(f"- {t['risk_cmo_bound' if cmo_binds else 'risk_cmo'].format(cmo=hw.get('cmo_bw_gbps'))}")
     if d.plan.mode == "ge_graph":
         L.append(f"- {t['risk_graph']}")
     for n in d.notes:

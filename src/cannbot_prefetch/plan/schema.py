@@ -59,6 +59,7 @@ class Cap:
     name: str            # weight | cmo_rate_x_window | hbm_headroom | l2_budget | user
     bytes: int
     note: str = ""
+    binding: bool = True  # False: shown as a risk, does not bound max_size (an unverified figure)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "basis": {"dims": list(s.basis.dims), "dtype_bytes": s.basis.dtype_bytes,
                   "coefficient": s.basis.coefficient, "formula": s.basis.formula,
                   "bound_by": s.basis.bound_by,
-                  "caps": [asdict(c) for c in s.basis.caps]},
+                  "caps": [_cap_dict(c) for c in s.basis.caps]},
         "ladder": {k: list(v) for k, v in s.ladder.items()},
         "mapping": s.mapping,
         "evidence": s.evidence,
@@ -160,6 +161,13 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
     }
     if s.guard is not None:     # absent = no decode guard
         d["guard"] = {"expr": s.guard.expr, "dim": s.guard.dim, "max_len": s.guard.max_len}
+    return d
+
+
+def _cap_dict(c: Cap) -> dict[str, Any]:
+    d = {"name": c.name, "bytes": c.bytes, "note": c.note}
+    if not c.binding:
+        d["binding"] = False   # absent = binding (plans written before the key existed)
     return d
 
 
@@ -363,7 +371,7 @@ def _basis(r: _Reader) -> Basis:
     for k, c in enumerate(raw_caps):
         cr = _Reader(c, f"{b.where}.caps[{k}]", r.source)
         caps.append(Cap(cr.text("name"), cr.integer("bytes", 0, grammar.INT64_MAX),
-                        cr.text("note", "")))
+                        cr.text("note", ""), cr.get("binding", bool, True)))
         cr.done()
     dims = b.items("dims")
     if not dims or len(dims) > _MAX_DIMS or not all(

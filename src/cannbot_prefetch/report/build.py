@@ -7,7 +7,7 @@ arrives parsed; `pipeline.report()` reads and writes. Rendering lives in markdow
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from ..errors import InputError
 from ..plan import Plan
 from .measure import ProfileMeasure, measure_profile, shape_overlap, signature_key
 from .chart import Point, Roof, points_from_roofline
+from .cmo import CmoRate, calibrate as calibrate_cmo, with_rate
 from .expected import Expectation, expected_gain
 from .nextplan import next_plan
 from .rules import SiteVerdict, Thresholds, decide, overall as overall_of
@@ -64,6 +65,7 @@ class ReportData:
     memory_bound: tuple[SignatureRow, ...]
     thresholds: Thresholds
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cmo: CmoRate | None = None       # the CMO rate measured in the optimized profile
 
     @property
     def mode(self) -> str:
@@ -205,9 +207,14 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
     verdicts: list[SiteVerdict] = []
     expectation = None
     prov: dict[str, Any] = {"report_baseline": base.path}
+    cmo = calibrate_cmo(plan, opt)
+    tuned = plan
     if opt is not None:
         prov["report_optimized"] = opt.path
-        for site in plan.sites:
+        if cmo is not None:   # the measured rate replaces the public figure: its cap binds now
+            tuned = replace(plan, sites=tuple(with_rate(s, cmo) for s in plan.sites))
+            prov["cmo_bw_gbps_measured"] = cmo.gbps
+        for site in tuned.sites:
             b, o = base.site(site.id), opt.site(site.id)
             if b and o and b.found and o.found:
                 verdicts.append(decide(site, b, o, base, opt, verify.passed if verify else None, th,
@@ -218,7 +225,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
         overall = "worth_trying" if expectation.worth_enabling else "not_worth_enabling"
     if banners:
         overall = "inconclusive"
-    nxt = next_plan(plan, {v.site_id: v for v in verdicts}, prov)
+    nxt = next_plan(tuned, {v.site_id: v for v in verdicts}, prov)
     target_keys = {signature_key((s.evidence.get("signature") or {}).get("type"),
                                  (s.evidence.get("signature") or {}).get("input_shapes"),
                                  (s.evidence.get("signature") or {}).get("dtypes"))
@@ -232,7 +239,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                         "the plan's sizes and caps stay as planned")
     return ReportData(plan, str(plan_path), base, opt, _hw_json(hardware), verify,
                       tuple(verdicts), expectation, tuple(banners), overall, nxt, tuple(points),
-                      roof, tuple(rows), th, tuple(notes))
+                      roof, tuple(rows), th, tuple(notes), cmo)
 
 
 def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
@@ -272,6 +279,7 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
                    "notes": list(v.notes)} for v in d.verdicts],
         "expected": exp,
         "thresholds": dict(d.thresholds.__dict__),
+        "cmo_rate": d.cmo.to_json() if d.cmo else None,
         "files": files,
         "notes": list(d.notes),
     }

@@ -297,11 +297,24 @@ def _item5(d: ReportData, t, w) -> None:
             f"- `{s.id}`:权重 {dims} × {b.dtype_bytes:g} 字节 × 保守系数 {b.coefficient:g}"
             f"(公式 `{b.formula or 'dims*b*c'}`)→ **max_size {_mib(s.max_size)}**,受 `{b.bound_by}` 约束。"))
         for c in b.caps:
-            w(f"  - {c.name}: {_mib(c.bytes)} {('— ' + c.note) if c.note else ''}")
+            risk = "" if c.binding else t(" (risk, not binding)", "(风险提示,不作上限)")
+            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + c.note) if c.note else ''}")
         ladder = s.ladder
         w(t(f"  - ladder: up {ladder.get('up', [])}, down {ladder.get('down', [])}",
             f"  - 调整阶梯:增大 {ladder.get('up', [])},减小 {ladder.get('down', [])}"))
     w("")
+    if d.cmo is not None:
+        c = d.cmo
+        w(t(f"CMO rate measured in the optimized profile: **{c.gbps:g} GB/s** ({c.note}). The next plan's "
+            f"`cmo_rate_x_window` caps use it and bind; for a fresh plan pass `analyze --cmo-bw {c.gbps:g}`.",
+            f"优化后 profiling 中实测 CMO 速率:**{c.gbps:g} GB/s**({c.note})。下一步方案中的 `cmo_rate_x_window` "
+            f"上限按此计算并生效;重新分析时可传 `analyze --cmo-bw {c.gbps:g}`。"))
+        w("")
+    elif d.optimized is not None:
+        w(t("No CMO / prefetch task was found in the optimized profile: the CMO rate stays uncalibrated "
+            "(and if the target did not change, check that the switch was on).",
+            "优化后 profiling 中未找到 CMO/预取任务:CMO 速率无法校准(若目标算子也没有变化,请确认开关已开启)。"))
+        w("")
 
 
 def _check_row(c: Check, t, unit: str = "µs") -> str:

@@ -131,6 +131,8 @@ class ProfileMeasure:
     signatures: frozenset[str]           # MatMul-family "type|shapes|dtypes" seen (model fingerprint)
     rows: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cmo_tasks: Stat | None = None        # CMO / prefetch tasks per step, any stream
+    cmo_us: Stat | None = None           # their summed duration per step (us)
 
     def site(self, site_id: str) -> SiteMeasure | None:
         return next((s for s in self.sites if s.site_id == site_id), None)
@@ -147,7 +149,9 @@ class ProfileMeasure:
                 "sites": [s.to_json() for s in self.sites],
                 "l2_hit_rate": self.l2_hit_rate, "l2_source": self.l2_source,
                 "soc": self.soc, "cube_cores": self.cube_cores, "freq_mhz": self.freq_mhz,
-                "rows": self.rows, "notes": list(self.notes)}
+                "rows": self.rows, "notes": list(self.notes),
+                "cmo_tasks": self.cmo_tasks.to_json() if self.cmo_tasks else None,
+                "cmo_us": self.cmo_us.to_json() if self.cmo_us else None}
 
 
 # ---------------------------------------------------------------- helpers
@@ -476,6 +480,16 @@ def _stream_uses(df: pl.DataFrame, steps: list[int | None], compute: str | None
     return Stat.of(busy, unit), Stat.of(idle, unit), uses
 
 
+def _cmo_per_step(df: pl.DataFrame, steps: list[int | None]) -> tuple[Stat | None, Stat | None]:
+    """CMO / prefetch tasks per step on every stream: how many, and their summed duration."""
+    sp = _spans(df, ["_sk"]).sort("_sk")
+    if sp.height == 0 or not sp["cmo_n"].sum():
+        return None, None
+    unit = "step" if steps != [None] else "profile"
+    return (Stat.of([float(x) for x in sp["cmo_n"].to_list()], unit),
+            Stat.of([float(x or 0.0) for x in sp["cmo_us"].to_list()], unit))
+
+
 # ---------------------------------------------------------------- entry point
 
 def _l2_table(l2: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -509,6 +523,7 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *,
     compute = _choose_compute_stream(df, preferred)
     step_stat, step_src = _critical_path(df, steps, compute, step_times)
     busy, idle, uses = _stream_uses(df, steps, compute)
+    cmo_n, cmo_t = _cmo_per_step(df, steps)
     l2_rate, l2_src = (None, "")
     if l2 is not None:
         v = l2["hit_rate"].drop_nulls()
@@ -529,4 +544,4 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *,
         step_time_source=step_src, compute_stream=compute, compute_busy=busy, compute_idle=idle,
         streams=uses, sites=tuple(hits_by_site), l2_hit_rate=l2_rate, l2_source=l2_src,
         soc=info.soc, cube_cores=info.cube_cores, freq_mhz=info.freq_mhz, signatures=sigs,
-        rows=df.height, notes=tuple(notes))
+        rows=df.height, notes=tuple(notes), cmo_tasks=cmo_n, cmo_us=cmo_t)

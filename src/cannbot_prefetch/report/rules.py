@@ -56,12 +56,15 @@ REASONS: dict[str, tuple[str, str]] = {
                       "目标算子变快但关键路径没有缩短,只是等待位置挪动:前移或后移 prefetch 位置"),
     "raise": ("the target got faster and the window held: raise max_size",
               "目标算子加速明显,依赖窗口稳定:增大 max_size"),
-    "top_of_ladder": ("the target got faster and the window held at the top of the ladder: keep, then "
-                      "try the next target",
-                      "已到 100%,目标算子加速且窗口稳定:保持,之后再考虑下一个目标算子"),
-    "bound_by_cap": ("the target got faster, but max_size is already bound by {bound}: keep, then try "
-                     "the next target",
-                     "目标算子加速,但 max_size 已受 {bound} 约束:保持,之后再考虑下一个目标算子"),
+    "top_of_ladder": ("the target got faster and the window held at the top of the ladder: keep this "
+                      "site and add the next target (analyze --max-sites one more)",
+                      "已到 100%,目标算子加速且窗口稳定:保持该位置,再增加下一个目标算子(analyze --max-sites 加一)"),
+    "bound_by_cap": ("the target got faster, but max_size is already bound by {bound}: keep this site "
+                     "and add the next target (analyze --max-sites one more)",
+                     "目标算子加速,但 max_size 已受 {bound} 约束:保持该位置,再增加下一个目标算子(analyze --max-sites 加一)"),
+    "window_too_short": ("the target got faster, but a larger max_size does not fit the window ({bound}): "
+                         "move the prefetch earlier for a longer window",
+                         "目标算子加速,但更大的 max_size 放不进依赖窗口({bound}):前移 prefetch 以获得更长的窗口"),
     "critical_path_only": ("the target did not clearly speed up but the critical path got shorter: keep the size",
                            "目标算子加速不明显,但关键路径缩短:保持 max_size"),
     "no_gain": ("the target did not clearly speed up: the prefetch gains little; lower max_size",
@@ -232,12 +235,16 @@ def weight_bytes(site) -> int:
     return int(math.prod(site.basis.dims) * site.basis.dtype_bytes)
 
 
+WINDOW_CAPS = ("hbm_headroom", "cmo_rate_x_window")   # caps that a longer window lifts
+
+
 def size_for(site, coefficient: float) -> tuple[int, str]:
-    """max_size for a coefficient under the plan's caps: (bytes, what bound it)."""
+    """max_size for a coefficient under the plan's binding caps: (bytes, what bound it). A cap
+    with `binding: false` (the default CMO rate) is a risk shown in the plan, never a bound."""
     by_coef = int(weight_bytes(site) * coefficient)
     limit, bound = by_coef, "coefficient"
     for cap in site.basis.caps:
-        if cap.name != "weight" and 0 < cap.bytes < limit:
+        if cap.name != "weight" and cap.binding and cap.bytes < limit:
             limit, bound = int(cap.bytes), cap.name
     return max(1, limit), bound
 
@@ -312,10 +319,13 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
         size1, bound = size_for(site, coef)
         if action == "lower" and size1 >= size0:   # a cap bound the size: scale what was used
             size1 = max(1, int(size0 * coef / c0))
-        if size1 == size0 and action == "raise":
+        if size1 <= size0 and action == "raise":
             notes.append(f"max_size is bound by {bound}: a larger coefficient changes nothing")
-            action, coef, code = "keep", c0, "bound_by_cap"
             args["bound"] = bound
+            if bound in WINDOW_CAPS:   # the window is what limits: the next step is a longer one
+                action, coef, code = "move_dependency", c0, "window_too_short"
+            else:
+                action, coef, code = "keep", c0, "bound_by_cap"
     reason = REASONS[code][0].format(**args)
     return SiteVerdict(site.id, checks, met, success, tuple(signals), action, c0, coef, size0, size1,
                        reason, tuple(notes), code, tuple(sorted(args.items())), result)

@@ -291,3 +291,36 @@ def test_manual_window_forms(llama_src, window, expected):
     (s,) = plan.sites
     assert (s.insert.cls, s.insert.anchor_call, s.insert.position, s.dependency) == expected
     assert s.target.weight_expr == "self.mlp.gate_proj.weight"
+
+
+def test_the_cmo_rate_is_a_risk_unless_given(llama_roof, llama_src):
+    # issue 10 item 5: the default 285 GB/s (one public figure) is shown, never the bound
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    plan, design, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=6))
+    for s in plan.sites:
+        cmo = next(c for c in s.basis.caps if c.name == "cmo_rate_x_window")
+        assert not cmo.binding and s.basis.bound_by != "cmo_rate_x_window"
+        weight = next(c.bytes for c in s.basis.caps if c.name == "weight")
+        head = next(c.bytes for c in s.basis.caps if c.name == "hbm_headroom")
+        # half the weight, or all the window can carry: never the 1.5-2 MiB of the CMO figure
+        assert s.max_size == min(weight // 2, head)
+    text = render_design(design)
+    assert "risk only" in text and "does not bind" in text
+    given, _, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=6, cmo_bw_gbps=285))
+    assert all(s.basis.bound_by == "cmo_rate_x_window" for s in given.sites)
+    assert all(next(c for c in s.basis.caps if c.name == "cmo_rate_x_window").binding
+               for s in given.sites)
+
+
+def test_an_earlier_placement_shares_the_heavy_ops_traffic(llama_roof, llama_src):
+    # up_proj / down_proj of the one-line HF MLP: the legal insertion precedes the MatMul whose
+    # output starts their 3a window; its bytes count as window traffic, so nothing fits
+    roof, info, hw = llama_roof
+    src, cfg = llama_src
+    _, design, rej = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=6))
+    up = next(v for v in design.sites if v.site.target.attr == "up_proj")
+    assert up.site.evidence["window"]["shift"] == "earlier"
+    assert up.site.evidence["window"]["bytes"] >= 32 * MIB
+    why = next(r for r in rej if r.site == "LlamaMLP.up_proj")
+    assert why.reason_code == reasons.NOT_WORTH_IT and "memory-heavy MatMulV3" in why.reason

@@ -122,12 +122,15 @@ def write_profile(folder: Path, variant: Variant = Variant(), *, steps: int = 6,
 
 
 def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], sites=1,
-              bound_by="coefficient", cap_bytes=None, saving=(3.0, 6.0, 9.0)) -> dict:
+              bound_by="coefficient", cap_bytes=None, saving=(3.0, 6.0, 9.0),
+              cap_name="cmo_rate_x_window", cap_binding=True) -> dict:
     """`saving`: per target kernel (evidence.saving_per_op_us); saving_us is per step (x 4)."""
     """A plan (CONTRACTS.md keys) whose one site targets the generated gate MatMul."""
     weight = 8192 * 2048 * 2
     caps = [{"name": "weight", "bytes": weight, "note": "8192x2048 bf16"},
-            {"name": "cmo_rate_x_window", "bytes": cap_bytes or 60_000_000, "note": "285 GB/s x window"}]
+            {"name": cap_name, "bytes": cap_bytes or 60_000_000, "note": "285 GB/s x window"}]
+    if not cap_binding:
+        caps[1]["binding"] = False
     site = {
         "id": "llama-mlp-gate_proj",
         "target": {"file": "modeling_llama.py", "class": "LlamaMLP", "attr": "gate_proj",
@@ -136,7 +139,7 @@ def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], si
                    "position": "before"},
         "dependency": {"expr": "hidden_states"},
         "join": {"class": "LlamaDecoderLayer", "method": "forward", "where": "end"},
-        "max_size": int(min(weight * coefficient, cap_bytes or 1e18)),
+        "max_size": int(min(weight * coefficient, cap_bytes if cap_bytes and cap_binding else 1e18)),
         "max_tokens": 64,
         "basis": {"dims": [8192, 2048], "dtype_bytes": 2, "coefficient": coefficient,
                   "formula": "I*H*b*c", "bound_by": bound_by, "caps": caps},

@@ -24,7 +24,7 @@ SEED_TERMS_ZH = ["目标算子", "依赖窗口", "关键路径", "成功标准",
 
 
 def test_english_report_has_the_seven_items_tables_and_sources(make_report):
-    d = make_report(Variant(target_factor=0.8, cmo_us=10), verify=None)
+    d = make_report(Variant(target_factor=0.8), verify=None)
     text = render(d, "en", {"chart": "report.roofline.png", "next_plan": "prefetch_plan.next.yaml",
                             "ab_script": "run_prefetch_ab.py"})
     pos = [text.index(h) for h in SEVEN_EN]

@@ -30,7 +30,7 @@ OK = VerifySummary("verify.json", True)
 
 
 def test_target_faster_window_stable_raises_along_the_ladder(make_report):
-    d = make_report(Variant(target_factor=0.8, cmo_us=10), verify=OK)
+    d = make_report(Variant(target_factor=0.8), verify=OK)
     v = _v(d)
     assert (_ok(v, "target_faster"), _ok(v, "critical_path_shorter"), _ok(v, "window_stable")) == (True, True, True)
     assert _ok(v, "outputs_identical") is True
@@ -47,7 +47,7 @@ def test_target_faster_window_stable_raises_along_the_ladder(make_report):
 
 def test_a_gain_without_compared_outputs_is_not_confirmed(make_report):
     # outputs identical is a required guard: without --verify-result the gain is not a SUCCESS
-    d = make_report(Variant(target_factor=0.8, cmo_us=10))
+    d = make_report(Variant(target_factor=0.8))
     v = _v(d)
     assert _ok(v, "target_faster") and _ok(v, "outputs_identical") is None
     assert v.outcome == "unconfirmed" and not v.success and d.overall == "unconfirmed"
@@ -61,12 +61,31 @@ def test_top_of_the_ladder_keeps_the_size(make_report):
     assert d.next_plan.sites[0].max_size == d.plan.sites[0].max_size == WEIGHT
 
 
-def test_size_bound_by_a_cap_keeps_instead_of_raising(make_report):
-    d = make_report(Variant(target_factor=0.8), cap_bytes=10_000_000, bound_by="cmo_rate_x_window")
+def test_size_bound_by_the_l2_budget_keeps_and_names_the_next_target(make_report):
+    d = make_report(Variant(target_factor=0.8), cap_bytes=10_000_000, cap_name="l2_budget",
+                    bound_by="l2_budget")
     v = _v(d)
-    assert v.action == "keep"
-    assert any("cmo_rate_x_window" in n for n in v.notes)
+    assert v.action == "keep" and v.reason_code == "bound_by_cap"
+    assert "--max-sites" in v.reason
+    assert any("l2_budget" in n for n in v.notes)
     assert d.next_plan.sites[0].max_size == 10_000_000
+
+
+def test_a_window_cap_binding_moves_the_dependency(make_report):
+    # bound by what the window can carry: the real next step is a longer window (issue 10 item 5)
+    d = make_report(Variant(target_factor=0.8), cap_bytes=10_000_000, cap_name="hbm_headroom",
+                    bound_by="hbm_headroom")
+    v = _v(d)
+    assert v.action == "move_dependency" and v.reason_code == "window_too_short"
+    assert d.next_plan.sites[0].evidence["tuning"]["action"] == "move_dependency"
+
+
+def test_the_default_cmo_rate_never_stops_the_ladder(make_report):
+    # the CMO cap is a risk (binding: false): 10 MB under it, the size still climbs 0.5 -> 0.7
+    d = make_report(Variant(target_factor=0.8), cap_bytes=10_000_000, cap_binding=False)
+    v = _v(d)
+    assert v.action == "raise" and v.coefficient_to == 0.7
+    assert d.next_plan.sites[0].max_size == int(WEIGHT * 0.7) > 10_000_000
 
 
 def test_window_degraded_lowers_the_size(make_report):
@@ -219,3 +238,25 @@ def test_two_sites_each_get_their_own_verdict(tmp_path):
     assert v["llama-mlp-down_proj"].action == "keep"
     assert r.baseline.site("llama-mlp-down_proj").window_ops == ("Silu",)
     assert [s.max_size for s in r.next_plan.sites] == [int(WEIGHT * 0.7), d["sites"][1]["max_size"]]
+
+
+def test_the_cmo_rate_is_calibrated_from_the_optimized_profile(make_report):
+    # GENERATED pair: one 10 us CMO task per layer (4 per step) prefetching max_size each time
+    d = make_report(Variant(target_factor=0.8, cmo_us=10), verify=OK, cap_binding=False)
+    c = d.cmo
+    size = d.plan.sites[0].max_size
+    assert c is not None and c.tasks_per_step == pytest.approx(4)
+    assert c.gbps == pytest.approx(size * 4 / (c.us_per_step * 1e-6) / 1e9, rel=1e-3)
+    assert c.us_per_step == pytest.approx(40, rel=0.05)
+    cap = next(x for x in d.next_plan.sites[0].basis.caps if x.name == "cmo_rate_x_window")
+    assert cap.binding and "measured" in cap.note
+    assert cap.bytes == int(c.gbps * 1e9 * 10.0 * 1e-6)        # x the plan's 10 us window
+    # measured ~1.7 TB/s x 10 us = 16.8 MB < 0.7 x 32 MiB: the calibrated cap now bounds the
+    # raise, and the window is what limits, so the next step is a longer window
+    v = _v(d)
+    assert v.action == "move_dependency" and v.reason_code == "window_too_short"
+
+
+def test_no_cmo_task_leaves_the_rate_uncalibrated(make_report):
+    d = make_report(Variant(target_factor=0.8), verify=OK)
+    assert d.cmo is None
