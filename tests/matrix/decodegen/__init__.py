@@ -17,6 +17,7 @@ API (put `tests/matrix` on sys.path; tests/conftest.py does):
     g.linears            # role -> truth.Linear (weight shape/bytes, calls_per_step, verdict)
     g.layers             # num_hidden_layers
     g.placed_windows(Placement(...))   # layer -> ops a prefetch placed there would overlap
+    truth.smallest_window(g.ops, g.lines, i)   # the smallest window any insertion gives op i
     MATRIX               # name -> Spec: the labelled matrix of issue 10's tests (matrix.py)
 
 Spec fields: model (a key of configs.CONFIGS: llama-3.2-1b, llama-3.2-3b, llama-3.1-8b,

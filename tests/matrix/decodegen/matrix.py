@@ -4,7 +4,8 @@ Names read <model>-b<batch>-<short|long>-tp<N>-<part>. Together they cover three
 sizes (3.2-1B, 3.2-3B, 3.1-8B) and one MoE (Qwen3-30B-A3B); decode batch 1 / 8 / 64 / 256;
 short context (512 positions: decode attention light by its counters at batch 1, memory-bound
 from batch ~8 on the larger heads) and long context (8192: attention memory-bound); tp 1 / 2 / 4;
-910B3 and 910B4. Batch 256 on 910B3 makes the dense linears compute-bound (M = 256 is above the
+910B3 and 910B4. Two steps each (the first is warm-up): enough for every
+decision, cheap in CI. Batch 256 on 910B3 makes the dense linears compute-bound (M = 256 is above the
 ridge, ~184 FLOP/B), on 910B4 (ridge ~307) still memory-bound, and makes the small vector ops
 (Add, Mul, Silu, RoPE) memory-bound.
 """

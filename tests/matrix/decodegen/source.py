@@ -62,7 +62,13 @@ class Lines:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._fw = forwards(self.path.read_text(encoding="utf-8"))
+        self._text = self.path.read_text(encoding="utf-8").splitlines()
+        self._fw = forwards("\n".join(self._text))
+
+    def top_level(self, line: int) -> bool:
+        """The line is a statement directly in a method body (not inside a loop, with, if)."""
+        text = self._text[line - 1]
+        return len(text) - len(text.lstrip(" ")) == 8
 
     def line(self, frame: Frame) -> int:
         cls, calls, occ = frame

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ops import Op
+from .ops import SCRIPT, Op
 from .source import Lines
 
 
@@ -123,3 +123,34 @@ def placed_windows(ops: tuple[Op, ...], lines: Lines, p: Placement) -> dict[int 
                                  f"before {p.target} (instance {inst})")
         out[inst] = list(ops[start:t_idx])
     return out
+
+
+def smallest_window(ops: tuple[Op, ...], lines: Lines, t_idx: int) -> tuple[list[Op], bool]:
+    """The smallest window any statement-level placement can give the target op at t_idx: the ops
+    from the last statement start before it, in any class whose forward encloses the target (its
+    own, the decoder layer's, the model's loop over layers, ...), up to the target. Every real
+    placement's window contains it (a window ends at the target and starts at a statement
+    boundary), so a memory-bound op in it means no safe window. Returns (ops, top_level): whether
+    that statement sits directly in a method body, where an insertion is plain (not inside a loop
+    or a `with`)."""
+    target = ops[t_idx]
+    enclosing = {fr[0] for fr in target.frames if fr[0] != SCRIPT}
+    model_level = {fr[0] for op in ops if op.layer is None for fr in op.frames}
+
+    def stmt(op: Op, cls: str) -> tuple[int | None, int] | None:
+        """(instance or loop iteration, line) of the statement of cls that launches op."""
+        for fr in op.frames:
+            if fr[0] == cls:
+                line = lines.line(fr)
+                once = cls in model_level and lines.top_level(line)
+                return (None if once else op.layer, line)
+        return None
+
+    for j in range(t_idx - 1, -1, -1):
+        for cls in sorted(enclosing):
+            here = stmt(ops[j], cls)
+            if here is None or (cls not in model_level and ops[j].layer != target.layer):
+                continue
+            if j == 0 or stmt(ops[j - 1], cls) != here:
+                return list(ops[j:t_idx]), lines.top_level(here[1])
+    return list(ops[:t_idx]), False
