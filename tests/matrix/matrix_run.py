@@ -91,7 +91,8 @@ class Run:
     # -- apply, load
     def applied(self) -> tuple[int, Any, str]:
         if "apply" not in self._cache:
-            self._cache["apply"] = _cli("apply", str(self.plan_path), "--write", "--yes", "--json")
+            self._cache["apply"] = _cli("apply", str(self.plan_path), "--write", "--yes", "--json",
+                                        "--root", str(self.src.parent.parent))
         return self._cache["apply"]
 
     def module(self):
