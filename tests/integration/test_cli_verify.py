@@ -60,6 +60,9 @@ def test_verify_passes_table_and_json(applied):
     names = {(c["name"], c["site"]) for c in data["checks"]}
     for sid in ("toy-o", "toy-up", "toy-down"):
         assert ("fires", sid) in names and ("graph order", sid) in names
+        assert ("captured prefetch", sid) in names
+    for name in ("compile eager", "compile aot_eager", "recompiles", "side stream joined"):
+        assert (name, None) in names
     assert "torch_npu" not in sys.modules  # the stub is gone after verify
 
 
@@ -76,8 +79,10 @@ def test_verify_fails_when_a_prefetch_is_moved_after_its_target(applied):
     assert res.exit_code == 1
     data = json.loads(res.stdout)
     bad = [c for c in data["checks"] if not c["passed"]]
-    assert [(c["name"], c["site"]) for c in bad] == [("graph order", "toy-o")]
-    assert "runs before the prefetch" in bad[0]["detail"]
+    # the per-layer make_fx check and the torch.compile graphs both see it
+    assert [(c["name"], c["site"]) for c in bad] == [("graph order", "toy-o"),
+                                                     ("captured prefetch", "toy-o")]
+    assert all("runs before the prefetch" in c["detail"] for c in bad)
 
 
 def test_verify_bad_factory_exit_2(applied):

@@ -210,10 +210,11 @@ def test_shell_pipes_and_placeholders_are_not_commands(tree):
 def test_verify_check_names_named_by_the_skill_exist():
     import re
 
+    import cannbot_prefetch.verify.capture as capture
     import cannbot_prefetch.verify.checks as checks
     import cannbot_prefetch.verify.runner as runner
 
-    src = Path(checks.__file__).read_text(encoding="utf-8") + Path(runner.__file__).read_text(encoding="utf-8")
+    src = "".join(Path(m.__file__).read_text(encoding="utf-8") for m in (checks, runner, capture))
     real = set(re.findall(r'Check\(\s*"([^"]+)"', src))
     text = (REPO / "skills" / "model-infer-prefetch" / "SKILL.md").read_text(encoding="utf-8")
     section = text[text.index("### 4.1"):text.index("### 4.2")]

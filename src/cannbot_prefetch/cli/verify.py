@@ -23,7 +23,9 @@ def verify(
     as_json: JsonOpt = False,
     lang: LangOpt = "en",
 ) -> None:
-    """Switch off vs on (bit-identical outputs, every site fires as planned) and graph order."""
+    """Switch off vs on (bit-identical outputs, every site fires as planned), graph order, and
+    torch.compile capture in the plan's mode (fullgraph, one prefetch per site in order, no
+    recompilation across decode batch sizes)."""
     def body() -> int:
         from rich import box
         from rich.table import Table

@@ -98,6 +98,13 @@ def site_problems(site) -> list[tuple[str, str]]:
     mt = site.max_tokens
     if mt is not None and (not isinstance(mt, int) or isinstance(mt, bool) or not 0 < mt <= INT32_MAX):
         out.append(("max_tokens", f"must be an integer in 1..{INT32_MAX}, not {mt!r}"))
+    g = getattr(site, "guard", None)
+    if g is not None:  # the rewriter writes guard=(expr, dim, max_len) into the call
+        if msg := problem("guard.expr", g.expr):
+            out.append(("guard.expr", msg))
+        for key, v, lo in (("guard.dim", g.dim, -INT32_MAX), ("guard.max_len", g.max_len, 1)):
+            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= INT32_MAX:
+                out.append((key, f"must be an integer in {lo}..{INT32_MAX}, not {v!r}"))
     return out
 
 

@@ -198,6 +198,12 @@ def _int(n: int) -> cst.Integer:
     return cst.Integer(str(int(n)))
 
 
+def _signed(n: int) -> cst.BaseExpression:
+    """An int literal that may be negative (`-2` is a unary minus on 2 in Python's grammar)."""
+    n = int(n)
+    return _int(n) if n >= 0 else cst.UnaryOperation(cst.Minus(), _int(-n))
+
+
 def _str(text: str) -> cst.SimpleString:
     """A string literal of a grammar-checked dotted name (no quote or backslash can occur)."""
     if not grammar.is_dotted(text):
@@ -222,7 +228,9 @@ def _flag(cls: ClassInfo, switch: Switch) -> cst.BaseExpression:
 
 def _site_line(s: Site, loc: Location, switch: Switch) -> str:
     flag = _flag(loc.cls, switch)
-    extra = {"max_tokens": _int(s.max_tokens)} if s.max_tokens is not None else {}
+    g = s.guard  # decode guard: the helper prefetches while `expr.shape[dim] <= max_len`
+    extra = {"guard": cst.Tuple([cst.Element(_path(g.expr)), cst.Element(_signed(g.dim)),
+                                 cst.Element(_int(g.max_len))])} if g is not None else {}
     call = _call(f"{ALIAS}.npu_prefetch", flag, _path(s.target.weight_expr), _path(s.dependency),
                  _int(s.max_size), **extra)
     if not loc.guard:
@@ -232,6 +240,20 @@ def _site_line(s: Site, loc: Location, switch: Switch) -> str:
                              [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))])
     return _render(cst.If(test=cst.BooleanOperation(_flag(loc.cls, switch), cst.And(), present),
                           body=cst.SimpleStatementSuite([cst.Expr(call)])))
+
+
+def _guard_problem(site: Site, loc: Location) -> str | None:
+    """The decode guard's tensor, like the dependency, must exist at the insertion point: a
+    parameter, `self...`, or a name defined by a statement before it."""
+    if site.guard is None:
+        return None
+    root = site.guard.expr.split(".")[0]
+    stmts = loc.method.stmts
+    point = stmts.index(loc.stmt) + (1 if site.insert.position == "after" else 0)
+    if root == "self" or root in loc.method.params or any(root in s.defs for s in stmts[:point]):
+        return None
+    return (f"guard tensor '{site.guard.expr}' is not defined before the insertion point in "
+            f"{loc.cls.name}.{loc.method.name}")
 
 
 def _config_param(init: Method) -> str | None:
@@ -385,6 +407,10 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
             else:
                 out.refused.append(Refusal(site.id, res.message))
             continue
+        gone = _guard_problem(site, res)
+        if gone:
+            errors.append((site.id, gone))
+            continue
         dup = next((e for e in out.existing if e.where == f"{res.cls.name}.{res.method.name}"
                     and site.target.weight_expr in e.code), None)
         if dup is not None:
@@ -454,6 +480,10 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         add(loc.line, 3, loc.indent, _site_line(site, loc, switch), site.id)
         if loc.note:
             out.notes.append(f"site {site.id}: {loc.note}")
+        if site.guard is None and site.max_tokens is not None:
+            out.notes.append(f"site {site.id}: max_tokens is superseded by guard{{expr, dim, "
+                             f"max_len}} (query length): no decode guard written, so this site "
+                             f"also prefetches in prefill; re-run analyze for a plan with a guard")
         out.applied.append(site.id)
     done: set[tuple[str, str, str]] = set()
     for site, _ in placements:

@@ -2,9 +2,19 @@
 
 It is the project's own equivalent of a `npu_prefetch(switch_flag, weight, depend, size,
 offset=0)` wrapper: nothing happens while the switch is off, and `torch_npu` is imported only
-when it is on. Mode `eager` / `npugraph_ex`: the prefetch runs on a side stream that first waits
-for the current one, and `join()` (placed where the plan says) makes the current stream wait for
-it again. Mode `ge_graph`: the plain call with its dependency, which GE turns into a control edge.
+when it is on. The call is expressed so that a graph capture keeps it, in order, in every mode
+(docs/rewrite.md "What each mode emits"):
+- `ge_graph`: `torch_npu.npu_prefetch` (the op `torch.ops.npu.npu_prefetch`) with its
+  dependency; torch_npu registers it with a side effect and torchair converts it to a GE `Cmo`
+  node with a control edge from the dependency.
+- `eager` / `npugraph_ex`: the custom op `cannbot_prefetch::prefetch(weight, dependency, ...)`
+  (registered here with `torch.library`, a fake kernel for tracing and a side effect so no
+  dead-code pass drops it), whose real kernel makes a side stream (created once per device)
+  wait for the current one and issues the prefetch on it; `cannbot_prefetch::join()` makes the
+  current stream wait again. Both are opaque to torch.compile, so the stream hand-off runs at
+  run time (and is recorded by aclgraph capture) instead of being traced.
+The decode guard reads one shape (`guard=(tensor, dim, max_len)`), so it adds no guard on the
+batch size and no recompilation per batch.
 """
 
 from __future__ import annotations
@@ -14,22 +24,53 @@ import ast
 from ..plan import MODES, grammar
 
 HELPER_NAME = "_cannbot_prefetch.py"
+# the ops a captured graph holds for a prefetch (verify looks for these names)
+SIDE_STREAM_OPS = "cannbot_prefetch"     # torch.library namespace the helper defines
+PREFETCH_OPS = (f"{SIDE_STREAM_OPS}::prefetch", "npu::npu_prefetch")
+JOIN_OP = f"{SIDE_STREAM_OPS}::join"
+RUNTIME_STATE = "_cannbot_prefetch_runtime"  # sys.modules entry shared by every helper copy
 HEADER = "# Written by cannbot-prefetch (`cannbot prefetch apply --write`)."
 
 _TEMPLATE = '''{header} Do not edit: apply rewrites it.
-"""Switch-guarded weight prefetch for Ascend NPUs (torch_npu.npu_prefetch).
+"""Switch-guarded weight prefetch for Ascend NPUs (torch_npu.npu_prefetch), graph-capture safe.
 
 Turn it on through the model config (`{config_path}: true`) or, for constructors that get no
 config object, by setting `ENABLED = True` in this module before the model is built. Off by
 default; when off nothing here touches torch_npu.
+
+Mode `ge_graph` calls torch_npu's `npu_prefetch` op with its dependency (torchair: a Cmo node
+with a control edge). Modes `eager` / `npugraph_ex` call the custom op
+`cannbot_prefetch::prefetch`, whose kernel issues the prefetch on a side stream after that stream
+waits for the current one; `join()` makes the current stream wait for the side stream. Both ops
+have a fake kernel and a declared side effect, so torch.compile keeps them, in program order,
+after their dependency.
 """
+
+import importlib.util
+import sys
+import types
+
+import torch
 
 MODE = {mode!r}                      # eager | ge_graph | npugraph_ex
 ENABLED = {default!r}                  # module-level switch (runner sets it; default off)
 MULTI_STREAM_KEY = "enable_multi_streams"
+OPS = {ops!r}           # torch.library namespace of the side-stream ops
 
-_side_stream = None
-_pending = False
+
+def _shared_state():
+    """One state per process, shared by every copy of this module (two model packages may each
+    have one): side streams by device index (made once), devices with prefetches not yet joined,
+    and the library that owns the ops."""
+    state = sys.modules.get({state!r})
+    if state is None:
+        state = types.ModuleType({state!r})
+        state.side_streams, state.pending, state.lib = {{}}, set(), None
+        sys.modules[{state!r}] = state
+    return state
+
+
+_STATE = _shared_state()
 
 
 def _lookup(config, path):
@@ -53,6 +94,7 @@ def read_switch(config, path, default=False):
     on = bool(value)
     if on:
         _check_multi_stream(config, path)
+        prepare()
     return on
 
 
@@ -75,53 +117,112 @@ def enabled():
     return bool(ENABLED)
 
 
-def _tokens(t):
-    shape = tuple(getattr(t, "shape", ()))
-    if not shape:
-        return 1
-    if len(shape) == 1:
-        return shape[0]
-    n = 1
-    for d in shape[:-1]:
-        n *= d
-    return n
+def _npu_present():
+    if "torch_npu" in sys.modules:
+        return True
+    return importlib.util.find_spec("torch_npu") is not None
 
 
-def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, max_tokens=None):
+def prepare():
+    """Create the side stream of the current device now, while the model is built (switch on),
+    so that no stream is created inside a compiled or captured forward."""
+    if MODE == "ge_graph" or not _npu_present():
+        return
+    import torch_npu  # noqa: F401  (switch on: torch.npu exists from here)
+
+    current = getattr(torch.npu, "current_device", None)
+    if current is not None:
+        _side_stream(current())
+
+
+def _side_stream(index):
+    """The side stream of device `index` (None: the current device), made on first use."""
+    stream = _STATE.side_streams.get(index)
+    if stream is None:
+        stream = torch.npu.Stream() if index is None else torch.npu.Stream(device=index)
+        _STATE.side_streams[index] = stream
+    return stream
+
+
+def _decode(guard):
+    """guard = (tensor, dim, max_len): True while tensor.shape[dim] <= max_len (query length)."""
+    if guard is None:
+        return True
+    tensor, dim, max_len = guard
+    shape = getattr(tensor, "shape", None)
+    if shape is None or not -len(shape) <= dim < len(shape):
+        return False  # nothing to read the query length from: do not prefetch
+    return shape[dim] <= max_len
+
+
+def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, guard=None):
     """Prefetch up to `size` bytes of `weight` into L2 once `depend` is computed."""
-    if not switch_flag:
+    if not switch_flag or not _decode(guard):
         return None
-    if max_tokens is not None and depend is not None and _tokens(depend) > max_tokens:
-        return None  # prefill: too many tokens for the weight to be the bottleneck
-    import torch_npu  # only when the switch is on
-
-    args = (weight, depend, size) if not offset else (weight, depend, size, offset)
     if MODE == "ge_graph":
         if depend is None:
             raise ValueError("npu_prefetch in ge_graph mode needs a dependency tensor, not None")
-        return torch_npu.npu_prefetch(*args)
-    import torch
+        import torch_npu  # only when the switch is on
 
-    global _side_stream, _pending
-    if _side_stream is None:
-        _side_stream = torch.npu.Stream()
-    _side_stream.wait_stream(torch.npu.current_stream())
-    with torch.npu.stream(_side_stream):
-        torch_npu.npu_prefetch(*args)
-    _pending = True
+        if offset:  # torch_npu.npu_prefetch is the op torch.ops.npu.npu_prefetch itself
+            torch_npu.npu_prefetch(weight, depend, size, offset)
+        else:
+            torch_npu.npu_prefetch(weight, depend, size)
+        return None
+    torch.ops.{ops}.prefetch(weight, depend, size, offset)
     return None
 
 
 def join(switch_flag):
     """The current stream waits for the side stream's prefetches (eager / npugraph_ex)."""
-    global _pending
-    if not switch_flag or not _pending or MODE == "ge_graph":
+    if not switch_flag or MODE == "ge_graph":
         return None
-    import torch
-
-    torch.npu.current_stream().wait_stream(_side_stream)
-    _pending = False
+    torch.ops.{ops}.join()
     return None
+
+
+# ---- the ops (kernels run at run time; torch.compile sees only their fake kernels)
+
+def _prefetch_kernel(weight, dependency, max_size, offset=0):
+    import torch_npu  # the op is only called with the switch on
+
+    index = weight.device.index
+    side = _side_stream(index)
+    side.wait_stream(torch.npu.current_stream(index))
+    with torch.npu.stream(side):
+        if offset:
+            torch_npu.npu_prefetch(weight, dependency, max_size, offset)
+        else:
+            torch_npu.npu_prefetch(weight, dependency, max_size)
+    _STATE.pending.add(index)
+
+
+def _join_kernel():
+    for index in list(_STATE.pending):
+        torch.npu.current_stream(index).wait_stream(_STATE.side_streams[index])
+    _STATE.pending.clear()
+
+
+def _no_output(*args, **kwargs):
+    return None
+
+
+def _register_ops():
+    """Define the two ops once per process (another copy of this module may have)."""
+    ns = getattr(torch.ops, OPS)
+    if hasattr(ns, "prefetch") and hasattr(ns, "join"):
+        return
+    lib = _STATE.lib = torch.library.Library(OPS, "FRAGMENT")
+    lib.define("prefetch(Tensor weight, Tensor? dependency, int max_size, int offset=0) -> ()")
+    lib.define("join() -> ()")
+    lib.impl("prefetch", _prefetch_kernel, "CompositeExplicitAutograd")
+    lib.impl("join", _join_kernel, "CompositeExplicitAutograd")
+    for name in ("prefetch", "join"):
+        torch.library.register_fake(f"{{OPS}}::{{name}}", _no_output, lib=lib)
+        torch.fx.node.has_side_effect(getattr(ns, name).default)
+
+
+_register_ops()
 
 
 def attr(obj, path):
@@ -149,7 +250,8 @@ def helper_source(mode: str, config_path: str, default: bool = False) -> str:
     if mode not in MODES or not grammar.is_dotted(config_path) or not isinstance(default, bool):
         raise ValueError(f"helper values not allowed: mode={mode!r}, config_path={config_path!r}, "
                          f"default={default!r}")
-    text = _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default)
+    text = _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default,
+                            ops=SIDE_STREAM_OPS, state=RUNTIME_STATE)
     ast.parse(text)
     return text
 

@@ -3,9 +3,10 @@
 - outputs_equal: switch off vs on, bit for bit (a prefetch is a cache hint: nothing may change).
 - check_calls: each planned site fired, with the planned weight tensor (by identity), a
   dependency tensor (never None), the planned size, no offset argument, in plan order per layer.
-- graph_order: the model captured with make_fx with every prefetch as a custom op that has a side
-  effect; each prefetch node must follow its dependency, precede the first node that reads its
-  weight (the target's matmul), and its dependency must be an ancestor of that matmul.
+- graph_order: one layer captured with make_fx (every prefetch is a registered op with a side
+  effect, verify/graph.py names them); each prefetch node must follow its dependency, precede the
+  first node that reads its weight (the target's matmul), and its dependency must be an ancestor
+  of that matmul. The torch.compile checks are in capture.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..plan import Plan, Site, grammar
+from .graph import is_prefetch, order_problem
 
 
 @dataclass
@@ -156,22 +158,6 @@ def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
 
 # ---------------------------------------------------------------- graph order
 
-_LIB = None
-
-
-def prefetch_op():
-    """A CPU stand-in custom op for npu_prefetch, registered with a side effect."""
-    global _LIB
-    import torch
-
-    if _LIB is None:
-        _LIB = torch.library.Library("cbp_verify", "DEF")
-        _LIB.define("npu_prefetch(Tensor self, Tensor? dependency, int max_size, int offset=0) -> ()")
-        _LIB.impl("npu_prefetch", lambda *a, **k: None, "CompositeExplicitAutograd")
-        torch.fx.node.has_side_effect(torch.ops.cbp_verify.npu_prefetch.default)
-    return torch.ops.cbp_verify.npu_prefetch.default
-
-
 def pick_layer(model, plan: Plan):
     """(name, module): the outermost module whose class receives a prefetch (a decoder layer)."""
     classes = {s.insert.cls for s in plan.sites}
@@ -214,7 +200,6 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.nn.utils.stateless import _reparametrize_module
 
-    op = prefetch_op()
     params = dict(model.named_parameters(remove_duplicate=False))
     params.update(dict(model.named_buffers(remove_duplicate=False)))
     names = list(params)
@@ -224,15 +209,12 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
         with _reparametrize_module(model, p, strict=False):
             return layer(*a, **k)
 
-    rec.graph_op = op
     try:
         gm = make_fx(f, tracing_mode="real")(params, args, kwargs)
     except Exception as exc:  # a layer make_fx cannot trace: say so, do not guess
         first = str(exc).splitlines()[0] if str(exc) else ""
         return [Check("graph order", False, f"not checked: make_fx could not capture {layer_name} "
                                             f"({type(exc).__name__}: {first[:160]})", skipped=True)]
-    finally:
-        rec.graph_op = None
     nodes = list(gm.graph.nodes)
     index = {n: i for i, n in enumerate(nodes)}
     placeholders = [n for n in nodes if n.op == "placeholder"]
@@ -248,78 +230,24 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
             for pname, p in model.named_parameters(remove_duplicate=False):
                 if p is w:
                     exp_by_name[pname] = s.id
-    views = {"t", "view", "transpose", "permute", "reshape", "_unsafe_view", "expand", "select",
-             "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split",
-             "index", "index_select", "gather", "_to_copy", "clone", "squeeze", "split_with_sizes",
-             "getitem"}
-    matmuls = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "_grouped_mm", "grouped_mm",
-               "addbmm", "einsum"}
-
-    def first_real_user(node, skip):
-        """The first node that computes with `node` (through views), other than `skip`."""
-        best = None
-        fallback = [None]
-        todo = [node]
-        seen = set()
-        while todo:
-            n = todo.pop()
-            for u in n.users:
-                if u is skip or u in seen:
-                    continue
-                seen.add(u)
-                name = getattr(u.target, "__name__", str(u.target)).split(".")[0]
-                if name in matmuls:
-                    if best is None or index[u] < index[best]:
-                        best = u
-                elif name in views:
-                    todo.append(u)
-                elif fallback[0] is None or index[u] < index[fallback[0]]:
-                    fallback[0] = u
-        return best or fallback[0]
-
-    def ancestors(node):
-        out, todo = set(), [node]
-        while todo:
-            n = todo.pop()
-            for a in n.all_input_nodes:
-                if a not in out:
-                    out.add(a)
-                    todo.append(a)
-        return out
-
     checks: list[Check] = []
     sites_by_id = {s.id: s for s in plan.sites}
     count: dict[str, int] = {}
     problems: dict[str, list[str]] = {}
     for n in nodes:
-        if n.op != "call_function" or n.target is not op:
+        if not is_prefetch(n):
             continue
-        w, dep = n.args[0], n.args[1]
+        w = n.args[0]
         pname = param_of.get(w)
         sid = exp_by_name.get(pname or "", None)
         if sid is None:
             checks.append(Check("graph order", False, f"prefetch of {pname or w} is not planned"))
             continue
         count[sid] = count.get(sid, 0) + 1
-        probs = problems.setdefault(sid, [])
-        if dep is None:
-            probs.append("no dependency node")
-            continue
-        if index[dep] >= index[n]:
-            probs.append(f"{pname}: prefetch before its dependency")
-        if sites_by_id[sid].target.scope == "next_layer":
-            outputs = [x for x in nodes if x.op == "output"]
-            if not outputs or dep not in ancestors(outputs[0]):
-                probs.append(f"{pname}: the dependency does not flow into the layer's output")
-            continue
-        user = first_real_user(w, n)
-        if user is None:
-            probs.append(f"{pname}: nothing reads the weight after the prefetch")
-            continue
-        if index[user] < index[n]:
-            probs.append(f"{pname}: the target ({user.target}) runs before the prefetch")
-        elif dep not in ancestors(user):
-            probs.append(f"{pname}: the dependency does not flow into the target ({user.target})")
+        bad = order_problem(n, nodes, index, pname,
+                            sites_by_id[sid].target.scope == "next_layer")
+        if bad:
+            problems.setdefault(sid, []).append(bad)
     for s in plan.sites:
         if s.id not in count:
             inside = any(n == layer_name or n.startswith(layer_name + ".")

@@ -1,4 +1,5 @@
-"""`verify PLAN --factory MODULE:FUNC`: run the rewritten model with the switch off and on.
+"""`verify PLAN --factory MODULE:FUNC`: run the rewritten model with the switch off and on, and
+under torch.compile (capture.py).
 
 FUNC() returns `(model, inputs)`; inputs are a dict (keyword arguments), a tuple (positional)
 or one tensor. The switch is flipped on the built model (every module's `self.<switch>` and the
@@ -17,9 +18,12 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..plan import Plan, load_plan, write_atomic
+from ..rewrite.helper import PREFETCH_OPS
+from .capture import capture_checks
 from .checks import (Check, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
 
+NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
 INSTALL_HINT = "install the optional extra: pip install 'cannbot-prefetch[torch]'"
 
 
@@ -81,12 +85,19 @@ def set_switch(model, name: str, on: bool) -> int:
 
 @contextlib.contextmanager
 def _recording():
-    """The real torch_npu (wrapped to record) when importable, else the stub."""
+    """(recorder, stub?, counted): the stub when torch_npu is not importable, else the real
+    torch_npu with `npu_prefetch` wrapped to record eager calls. `counted(fn)` runs `fn` (a
+    compiled model call) and returns (its result, prefetches issued)."""
     from .stub import Recorder, stub_torch_npu
 
     if importlib.util.find_spec("torch_npu") is None:
         with stub_torch_npu() as rec:
-            yield rec, True
+            def counted(fn):
+                rec.calls.clear()  # the stub's kernel records, compiled or not
+                out = fn()
+                return out, len(rec.calls)
+
+            yield rec, True, counted
         return
     import torch_npu  # a real NPU machine
 
@@ -97,21 +108,37 @@ def _recording():
         rec.npu_prefetch(*a, **k)
         return original(*a, **k)
 
+    def counted(fn):
+        """Compiled code must see the op itself, not the Python wrapper: count the op's
+        dispatches with the profiler, after a first call (compiling) outside it."""
+        import torch
+
+        torch_npu.npu_prefetch = original
+        try:
+            fn()
+            with torch.autograd.profiler.profile() as prof:
+                out = fn()
+        finally:
+            torch_npu.npu_prefetch = wrapped
+        return out, sum(1 for e in prof.function_events if e.name == NPU_PREFETCH_OP)
+
     torch_npu.npu_prefetch = wrapped
     try:
-        yield rec, False
+        yield rec, False, counted
     finally:
         torch_npu.npu_prefetch = original
 
 
-def verify_model(model, inputs, plan: Plan, *, graph: bool = True) -> tuple[list[Check], bool]:
-    """All checks on a built model; returns (checks, stub_used)."""
+def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
+                 capture: bool = True) -> tuple[list[Check], bool]:
+    """All checks on a built model; returns (checks, stub_used). `graph`: the per-layer make_fx
+    order check; `capture`: the torch.compile checks (capture.py)."""
     torch = require_torch()
     checks: list[Check] = []
     if hasattr(model, "eval"):
         model.eval()
     name = plan.switch.name
-    with _recording() as (rec, stub), torch.no_grad():
+    with _recording() as (rec, stub, counted), torch.no_grad():
         carriers = set_switch(model, name, False)
         helpers = helpers_of(model)
         if not helpers:
@@ -132,13 +159,11 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True) -> tuple[list
             set_switch(model, name, False)
         same, detail = outputs_equal(off, on)
         checks.append(Check("outputs off == on", same, detail))
-        checks += check_calls(plan, expected_weights(model, plan), rec.calls)
+        exp = expected_weights(model, plan)
+        checks += check_calls(plan, exp, rec.calls)
         if graph:
             rec.calls.clear()
             set_switch(model, name, True)
-            modes = [h.MODE for h in helpers]
-            for h in helpers:
-                h.MODE = "ge_graph"
             try:
                 layer_name, layer = pick_layer(model, plan)
                 call = capture_inputs(layer, lambda: _call(model, inputs)) if layer is not None else None
@@ -148,8 +173,13 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True) -> tuple[list
                     rec.calls.clear()
                     checks += graph_order(model, layer_name, layer, call, plan, rec)
             finally:
-                for h, m in zip(helpers, modes):
-                    h.MODE = m
+                set_switch(model, name, False)
+        if capture:
+            set_switch(model, name, True)
+            try:
+                checks += capture_checks(model, inputs, plan, off, exp, counted,
+                                         lambda on: set_switch(model, name, on), helpers[0].MODE)
+            finally:
                 set_switch(model, name, False)
     return checks, stub
 

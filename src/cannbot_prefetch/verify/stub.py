@@ -1,9 +1,12 @@
 """A recording stand-in for `torch_npu`, installed in this process only, and only while used.
 
-It records every `npu_prefetch(weight, dependency, max_size[, offset])` call and gives CPU torch
-the small `torch.npu` stream API the helper uses on a side stream (Stream, current_stream,
-stream). The real `torch_npu` is never imported here; when it is importable, verify uses it and
-does not install this stub.
+Like the real package it provides `torch.ops.npu.npu_prefetch` as a registered op with a side
+effect and a fake kernel (so torch.compile keeps it in the graph, as it keeps the real one), bound
+as `torch_npu.npu_prefetch`; its CPU kernel records each call. Its schema differs from the real
+one in one place: `offset` defaults to None, so a call that passes no offset is told apart from
+one that passes 0. It also gives CPU torch the small `torch.npu` stream API the helper's kernels
+use (Stream, current_stream, stream). The real `torch_npu` is never imported here; when it is
+importable, verify uses it and does not install this stub.
 """
 
 from __future__ import annotations
@@ -13,6 +16,10 @@ import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..rewrite.helper import RUNTIME_STATE
+
+OP_SCHEMA = "npu_prefetch(Tensor self, Tensor? dependency, int max_size, int? offset=None) -> ()"
 
 
 @dataclass
@@ -28,15 +35,12 @@ class PrefetchCall:
 @dataclass
 class Recorder:
     calls: list[PrefetchCall] = field(default_factory=list)
-    graph_op: Any = None      # when set, each call also runs this op (graph-order check)
     _in_side: int = 0
 
-    def npu_prefetch(self, weight, dependency, max_size, *rest, **kw):
-        offset = rest[0] if rest else kw.get("offset")
+    def npu_prefetch(self, weight, dependency, max_size, offset=None):
         self.calls.append(PrefetchCall(weight, dependency, max_size, offset,
-                                       3 + len(rest) + len(kw), "side" if self._in_side else "current"))
-        if self.graph_op is not None:
-            self.graph_op(weight, dependency, max_size)
+                                       3 if offset is None else 4,
+                                       "side" if self._in_side else "current"))
         return None
 
 
@@ -70,14 +74,29 @@ def _npu_namespace(rec: Recorder) -> types.SimpleNamespace:
                                  is_available=lambda: False)
 
 
+def _register(rec: Recorder):
+    """`torch.ops.npu.npu_prefetch` on CPU, recording into `rec`; the Library owns it."""
+    import torch
+
+    lib = torch.library.Library("npu", "FRAGMENT")
+    lib.define(OP_SCHEMA)
+    lib.impl("npu_prefetch", rec.npu_prefetch, "CompositeExplicitAutograd")
+    torch.library.register_fake("npu::npu_prefetch", lambda *a, **k: None, lib=lib)
+    op = torch.ops.npu.npu_prefetch
+    torch.fx.node.has_side_effect(op.default)
+    return lib, op
+
+
 @contextlib.contextmanager
 def stub_torch_npu(rec: Recorder | None = None):
-    """Install the stub (`sys.modules['torch_npu']`, `torch.npu`) for the `with` block."""
+    """Install the stub (`sys.modules['torch_npu']`, `torch.npu`, `torch.ops.npu.npu_prefetch`)
+    for the `with` block."""
     import torch
 
     rec = rec or Recorder()
+    lib, op = _register(rec)
     mod = types.ModuleType("torch_npu")
-    mod.npu_prefetch = rec.npu_prefetch
+    mod.npu_prefetch = op
     mod.__cannbot_stub__ = True
     saved_mod = sys.modules.get("torch_npu")
     had_npu = hasattr(torch, "npu")
@@ -87,6 +106,13 @@ def stub_torch_npu(rec: Recorder | None = None):
     try:
         yield rec
     finally:
+        lib._destroy()
+        state = sys.modules.get(RUNTIME_STATE)  # the helper's side streams made of stub parts
+        if state is not None:
+            for key, stream in list(state.side_streams.items()):
+                if isinstance(stream, _Stream):
+                    del state.side_streams[key]
+            state.pending.clear()
         if saved_mod is None:
             sys.modules.pop("torch_npu", None)
         else:

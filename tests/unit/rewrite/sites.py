@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from cannbot_prefetch.legality import Placement, dependency_problem
-from cannbot_prefetch.plan import Basis, Insert, Join, Plan, Saving, Site, Switch, Target
+from cannbot_prefetch.plan import Basis, Guard, Insert, Join, Plan, Saving, Site, Switch, Target
 
 
 def site(id, *, file="model.py", cls, attr, weight, icls, method="forward", anchor, position="before",
          dep, jcls=None, jmethod=None, where="end", size=1 << 20, max_tokens=None,
-         scope="same", sha="") -> Site:
+         scope="same", sha="", guard=None) -> Site:
+    """guard: (expr, dim, max_len) or None."""
     return Site(
         id=id,
         target=Target(file, cls, attr, weight, scope),
@@ -23,6 +24,7 @@ def site(id, *, file="model.py", cls, attr, weight, icls, method="forward", anch
         saving_us=Saving(0.0, 0.0, 0.0),
         source_sha256=sha,
         max_tokens=max_tokens,
+        guard=Guard(*guard) if guard is not None else None,
     )
 
 

@@ -28,8 +28,8 @@ def _llama():
     cfg = transformers.LlamaConfig(**TINY)
     return cfg, "LlamaForCausalLM", plan(
         site("llama-gate", cls="LlamaMLP", attr="gate_proj", weight="self.mlp.gate_proj.weight",
-             icls="LlamaDecoderLayer", anchor="self.mlp", dep="hidden_states", max_tokens=64,
-             size=4096),
+             icls="LlamaDecoderLayer", anchor="self.mlp", dep="hidden_states",
+             guard=("hidden_states", -2, 64), size=4096),
         # nested one-line MLP: down_proj on the gate/up input (seed: down_proj after x)
         site("llama-down", cls="LlamaMLP", attr="down_proj", weight="self.down_proj.weight",
              icls="LlamaMLP", anchor="self.down_proj", dep="x", size=2048),
@@ -59,7 +59,7 @@ def _qwen3():
         site("qwen3-k", cls="Qwen3Attention", attr="k_proj", weight="self.k_proj.weight",
              icls="Qwen3Attention", anchor="self.k_proj", dep="hidden_states", size=2048),
         site("qwen3-down", cls="Qwen3MLP", attr="down_proj", weight="self.down_proj.weight",
-             icls="Qwen3MLP", anchor="self.down_proj", dep="x", size=2048, max_tokens=16),
+             icls="Qwen3MLP", anchor="self.down_proj", dep="x", size=2048, guard=("x", -2, 16)),
         mode="npugraph_ex", config_path="custom_params.enable_prefetch")
 
 
@@ -139,7 +139,8 @@ def test_real_model_switch_off_identical_and_on_fires(family, tmp_path):
         assert torch.equal(ref, new), "switch off: outputs differ from the original file"
         if hasattr(cfg, "_experts_implementation"):
             cfg._experts_implementation = "batched_mm"  # traceable experts for the graph check
-        checks, stub = verify_model(model, {"input_ids": ids, "use_cache": False}, p)
+        checks, stub = verify_model(model, {"input_ids": ids, "use_cache": False}, p,
+                                    capture=False)  # torch.compile: verify/test_capture_models
     assert stub
     failed = [c for c in checks if not (c.passed or c.skipped)]
     assert not failed, failed
@@ -158,7 +159,7 @@ def test_llama_single_mlp_site_diff_is_small(tmp_path):
     src = (MODELS / "llama" / "modeling_llama.py").read_text()
     p = plan(site("llama-mlp-gate_proj", cls="LlamaMLP", attr="gate_proj",
                   weight="self.mlp.gate_proj.weight", icls="LlamaDecoderLayer", anchor="self.mlp",
-                  dep="hidden_states", size=16777216, max_tokens=64))
+                  dep="hidden_states", size=16777216, guard=("hidden_states", -2, 64)))
     out = rewrite_source(src, p.sites, mode=p.mode, switch=p.switch)
     added = [ln[1:] for ln in difflib.unified_diff(src.splitlines(), out.code.splitlines(), lineterm="")
              if ln.startswith("+") and not ln.startswith("+++")]
@@ -170,7 +171,7 @@ def test_llama_single_mlp_site_diff_is_small(tmp_path):
         "except ImportError: import _cannbot_prefetch as _cbp  # cannbot-prefetch: import",
         'self.enable_prefetch = _cbp.read_switch(config, "enable_prefetch")  # cannbot-prefetch: switch',
         "_cbp.npu_prefetch(self.enable_prefetch, self.mlp.gate_proj.weight, hidden_states, 16777216, "
-        "max_tokens=64)  # cannbot-prefetch: llama-mlp-gate_proj",
+        "guard=(hidden_states, -2, 64))  # cannbot-prefetch: llama-mlp-gate_proj",
         "_cbp.join(self.enable_prefetch)  # cannbot-prefetch: join",
     ]
 
@@ -190,7 +191,7 @@ def test_graph_check_refuses_routing_weights_as_moe_dependency(tmp_path):
         model = getattr(mod, cls_name)(cfg).eval()
         cfg._experts_implementation = "batched_mm"
         checks, _ = verify_model(model, {"input_ids": torch.randint(0, 128, (1, 4)),
-                                         "use_cache": False}, p)
+                                         "use_cache": False}, p, capture=False)
     graph = [c for c in checks if c.name == "graph order"]
     assert graph and not graph[0].passed
     assert "does not flow into the target" in graph[0].detail

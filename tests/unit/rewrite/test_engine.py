@@ -204,3 +204,26 @@ def test_one_line_method_refused():
     out = rewrite_source(src, [s])
     assert out.applied == [] and "one-line method" in out.refused[0].reason
     compile(out.code, "x", "exec")
+
+
+def test_decode_guard_is_written_as_tensor_dim_and_max_len():
+    out = rewrite_source(SRC, [mlp_site(guard=("h", -2, 16))])
+    line = next(ln for ln in out.code.splitlines() if "cannbot-prefetch: s1" in ln)
+    assert line.strip().startswith(
+        "_cbp.npu_prefetch(self.enable_prefetch, self.mlp.gate_proj.weight, h, 1048576, "
+        "guard=(h, -2, 16))")
+    assert not out.notes
+
+
+def test_legacy_max_tokens_is_not_written_and_said_so():
+    """The old token count read heads and batch as tokens: apply no longer writes it."""
+    out = rewrite_source(SRC, [mlp_site(max_tokens=64)])
+    assert "max_tokens" not in out.code
+    assert any("max_tokens is superseded by guard" in n for n in out.notes)
+
+
+def test_guard_tensor_must_exist_at_the_insertion_point():
+    with pytest.raises(SiteErrors, match="guard tensor 'mlp_output' is not defined before"):
+        rewrite_source(SRC, [mlp_site(guard=("mlp_output", 1, 4))])
+    out = rewrite_source(SRC, [mlp_site(guard=("x", 1, 4))])  # a parameter is fine
+    assert out.applied == ["s1"]

@@ -19,11 +19,10 @@ GOLDEN = FIX / "golden"
 CASES = {
     "qwen2_vllm.py": (plan(
         site("v-qkv", cls="Qwen2Attention", attr="qkv_proj", weight="self.self_attn.qkv_proj.weight",
-             icls="Qwen2DecoderLayer", anchor="self.self_attn", dep="hidden_states", size=4 << 20,
-             max_tokens=256),
+             icls="Qwen2DecoderLayer", anchor="self.self_attn", dep="hidden_states", size=4 << 20),
         site("v-gate_up", cls="Qwen2MLP", attr="gate_up_proj", weight="self.mlp.gate_up_proj.weight",
              icls="Qwen2DecoderLayer", anchor="self.self_attn", position="after",
-             dep="hidden_states", size=18 << 20, max_tokens=256),
+             dep="hidden_states", size=18 << 20),
         site("v-down", cls="Qwen2MLP", attr="down_proj", weight="self.down_proj.weight",
              icls="Qwen2MLP", anchor="self.gate_up_proj", position="after", dep="gate_up",
              size=9 << 20)), {}),
@@ -48,7 +47,7 @@ CASES = {
              dep="hidden_states", size=18 << 20),
         site("lc-gate_up", cls="FFN", attr="gate_up_proj", weight="self.mlp.gate_up_proj.weight",
              icls="DecoderLayer", method="forward_decode", anchor="self.self_attn",
-             position="after", dep="attn_out", size=36 << 20, max_tokens=64),
+             position="after", dep="attn_out", size=36 << 20, guard=("attn_out", 1, 64)),
         site("lc-router", cls="DecoderLayer", attr="router", weight="self.router.weight",
              icls="DecoderLayer", anchor="self.router", dep="hidden_states", size=1 << 20,
              jmethod="forward_decode"),

@@ -47,12 +47,73 @@ def test_ge_graph_refuses_none_dependency():
         h.npu_prefetch(True, torch.zeros(2), None, 8)
 
 
-def test_token_guard_skips_prefill():
+@pytest.mark.parametrize("batch", [1, 3, 8, 256])
+def test_decode_guard_reads_the_query_length_so_decode_fires_at_any_batch(batch):
+    """query_states [B, heads, q_len, head_dim]: the old token count (all dims but the last)
+    counted heads and batch as tokens and stopped prefetching at batch >= 3."""
     h = _helper()
+    w = torch.zeros(4, 4)
     with stub_torch_npu() as rec:
-        h.npu_prefetch(True, torch.zeros(2), torch.zeros(1, 100, 8), 8, max_tokens=64)
-        h.npu_prefetch(True, torch.zeros(2), torch.zeros(1, 4, 8), 8, max_tokens=64)
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(batch, 32, 1, 8), -2, 4))    # decode
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(batch, 32, 100, 8), -2, 4))  # prefill
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(batch, 100, 64), 1, 4))      # [B, S, H]
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(batch, 1, 64), 1, 4))
+    assert len(rec.calls) == 2
+
+
+def test_decode_guard_without_a_readable_length_does_not_prefetch():
+    h = _helper()
+    w = torch.zeros(4, 4)
+    with stub_torch_npu() as rec:
+        h.npu_prefetch(True, w, w, 8, guard=(None, 1, 4))
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(2, 1), 2, 4))
+        h.npu_prefetch(True, w, w, 8, guard=(torch.zeros(2, 1), -1, 4))
     assert len(rec.calls) == 1
+
+
+def test_side_stream_created_once_per_device_and_joined():
+    h = _helper("npugraph_ex")
+    w = torch.zeros(4, 4)
+    with stub_torch_npu() as rec:
+        made = []
+        make = torch.npu.Stream
+        torch.npu.Stream = lambda *a, **k: made.append(k) or make(*a, **k)
+        for _ in range(3):
+            h.npu_prefetch(True, w, w, 8)
+        assert h._STATE.pending == {w.device.index}
+        h.join(True)
+        assert h._STATE.pending == set()
+    assert len(made) == 1 and len(rec.calls) == 3
+
+
+def test_prepare_creates_the_stream_while_the_model_is_built(monkeypatch):
+    """read_switch (in __init__) with the switch on makes the current device's side stream, so
+    no stream is created inside a compiled or captured forward."""
+    h = _helper("npugraph_ex")
+    with stub_torch_npu():
+        torch.npu.current_device = lambda: 0
+        cfg = types.SimpleNamespace(enable_prefetch=True, enable_multi_streams=1)
+        assert h.read_switch(cfg, "enable_prefetch") is True
+        assert list(h._STATE.side_streams) == [0]
+    assert h._STATE.side_streams == {}  # the stub's streams go with the stub
+    ge = _helper("ge_graph")
+    with stub_torch_npu():
+        torch.npu.current_device = lambda: 0
+        ge.read_switch(types.SimpleNamespace(enable_prefetch=True), "enable_prefetch")
+        assert ge._STATE.side_streams == {}  # ge_graph: GE orders the Cmo node, no side stream
+
+
+def test_ops_are_registered_once_with_a_side_effect_and_a_fake_kernel():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    first, second = _helper(), _helper("ge_graph")
+    ops = torch.ops.cannbot_prefetch
+    for op in (ops.prefetch.default, ops.join.default):
+        assert op in torch.fx.node._side_effectful_functions
+    assert first._STATE is second._STATE and first._STATE.lib is not None  # one per process
+    with FakeTensorMode() as mode:
+        w = mode.from_tensor(torch.zeros(4, 4))
+        assert ops.prefetch(w, w, 8, 0) is None  # tracing never runs the real kernel
 
 
 def test_switch_from_config_path_and_multi_stream_validation():

@@ -1,0 +1,99 @@
+"""Reading a captured FX graph: which nodes are prefetches, and whether one is in order.
+
+Shared by the per-layer make_fx check (`checks.graph_order`) and the torch.compile checks
+(`capture.py`), so "after its dependency, before its target" has one definition. Works on any FX
+graph: dynamo's (torch-level calls), AOT's and make_fx's (aten ops).
+"""
+
+from __future__ import annotations
+
+from ..rewrite.helper import JOIN_OP, PREFETCH_OPS
+
+# ops that only re-view or pick from a weight (the target's matmul is found through them)
+VIEWS = {"t", "view", "transpose", "permute", "reshape", "_unsafe_view", "expand", "select",
+         "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split",
+         "index", "index_select", "gather", "_to_copy", "clone", "squeeze", "split_with_sizes",
+         "getitem", "to"}
+MATMULS = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "_grouped_mm", "grouped_mm",
+           "addbmm", "einsum"}
+
+
+def op_name(node) -> str:
+    """`npu::npu_prefetch` for an op (OpOverload or, in dynamo's graphs, OpOverloadPacket)
+    target, else the callable's name."""
+    target = node.target
+    name = getattr(getattr(target, "_schema", None), "name", None) or \
+        getattr(target, "_qualified_op_name", None)
+    if name:
+        return name
+    return getattr(target, "__name__", str(target))
+
+
+def is_prefetch(node) -> bool:
+    return node.op == "call_function" and op_name(node) in PREFETCH_OPS
+
+
+def is_join(node) -> bool:
+    return node.op == "call_function" and op_name(node) == JOIN_OP
+
+
+def _short(node) -> str:
+    return op_name(node).split("::")[-1].split(".")[0]
+
+
+def first_real_user(node, skip, index):
+    """The first node that computes with `node` (through views), other than `skip`: the first
+    matmul if any, else the first other user."""
+    best = fallback = None
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        for u in n.users:
+            if u is skip or u in seen or is_prefetch(u):
+                continue
+            seen.add(u)
+            name = _short(u)
+            if name in MATMULS:
+                if best is None or index[u] < index[best]:
+                    best = u
+            elif name in VIEWS:
+                todo.append(u)
+            elif fallback is None or index[u] < index[fallback]:
+                fallback = u
+    return best or fallback
+
+
+def ancestors(node) -> set:
+    out, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        for a in n.all_input_nodes:
+            if a not in out:
+                out.add(a)
+                todo.append(a)
+    return out
+
+
+def order_problem(node, nodes, index, label: str, next_layer: bool) -> str | None:
+    """None when prefetch `node` comes after its dependency and before the first op that computes
+    with its weight, and the dependency is an ancestor of that op; else what is wrong. A weight
+    no op in this graph reads (the next layer's, in a one-layer capture) is checked against the
+    graph's output instead."""
+    weight, dep = node.args[0], node.args[1]
+    if dep is None:
+        return f"{label}: no dependency node"
+    if index[dep] >= index[node]:
+        return f"{label}: prefetch before its dependency"
+    user = first_real_user(weight, node, index)
+    if user is None:
+        if not next_layer:
+            return f"{label}: nothing reads the weight after the prefetch"
+        outputs = [x for x in nodes if x.op == "output"]
+        if not outputs or dep not in ancestors(outputs[0]):
+            return f"{label}: the dependency does not flow into the layer's output"
+        return None
+    if index[user] < index[node]:
+        return f"{label}: the target ({_short(user)}) runs before the prefetch"
+    if dep not in ancestors(user):
+        return f"{label}: the dependency does not flow into the target ({_short(user)})"
+    return None
