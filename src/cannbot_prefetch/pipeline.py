@@ -292,7 +292,8 @@ def settle_changes(changes) -> list[str]:
 # ---------------------------------------------------------------- verify (verify/)
 
 def verify(plan_path, factory: str, *, out=None, progress=None):
-    """Switch off/on run and graph-order check of a model built by `factory` (MODULE:FUNC)."""
+    """Switch off/on run, graph-order and torch.compile checks of a model built by `factory`
+    (MODULE:FUNC)."""
     from .verify.runner import run_verify
 
     if progress is not None:
