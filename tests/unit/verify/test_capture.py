@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cannbot_prefetch.rewrite.engine import rewrite_source  # noqa: E402
-from cannbot_prefetch.rewrite.helper import helper_source  # noqa: E402
+from cannbot_prefetch.rewrite.helper import RUNTIME_STATE, helper_source  # noqa: E402
 from cannbot_prefetch.verify.runner import verify_model  # noqa: E402
 
 from rewrite.sites import plan, site  # noqa: E402
@@ -216,6 +216,10 @@ def test_with_an_installed_torch_npu_compiled_prefetches_are_counted(build, tmp_
             fake._lib._destroy()
         if hasattr(torch, "npu"):
             del torch.npu
+        state = sys.modules.get(RUNTIME_STATE)  # the fake's side streams go with it
+        if state is not None:
+            state.side_streams.clear()
+            state.pending.clear()
     assert not stub
     assert all(c.passed for c in checks), [c for c in checks if not c.passed]
     by = _by(checks)

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 def _helper(mode="eager"):
     mod = types.ModuleType("_cbp_test_helper")
     exec(compile(helper_source(mode, "custom_params.enable_prefetch"), "helper", "exec"), mod.__dict__)
+    mod._STATE.side_streams.clear()  # the process-wide state: start each test from none
+    mod._STATE.pending.clear()
     return mod
 
 
