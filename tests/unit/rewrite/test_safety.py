@@ -140,11 +140,19 @@ def test_d7_output_that_would_not_parse_or_revert_is_refused(monkeypatch):
 
 
 def test_generated_lines_are_built_from_nodes():
-    out = rewrite_source(SRC, [down(where="before:self.down_proj", max_tokens=64)],
+    out = rewrite_source(SRC, [down(where="before:self.down_proj", guard=("h", -2, 64))],
                          mode="eager")
     line = next(ln for ln in out.code.splitlines() if ln.endswith("# cannbot-prefetch: down"))
     assert line.strip() == ("_cbp.npu_prefetch(self.enable_prefetch, self.down_proj.weight, h, "
-                            "1048576, max_tokens=64)  # cannbot-prefetch: down")
+                            "1048576, guard=(h, -2, 64))  # cannbot-prefetch: down")
+
+
+@pytest.mark.parametrize("guard, key", [(("h.shape[0]", 1, 4), "guard.expr"),
+                                        (("h", 1, 0), "guard.max_len"),
+                                        (("h", "1", 4), "guard.dim")])
+def test_guard_values_outside_the_grammar_are_bad_input(guard, key):
+    with pytest.raises(SiteErrors, match=key.replace(".", r"\.")):
+        rewrite_source(SRC, [down(where="before:self.down_proj", guard=guard)], mode="eager")
 
 
 # ---------------------------------------------------------------- D13: BOM and form feeds
