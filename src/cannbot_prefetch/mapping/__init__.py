@@ -32,6 +32,7 @@ class Mapped:
     role: str
     window_call: str = ""       # the source call the window op was matched to
     notes: tuple[str, ...] = ()
+    in_layers: bool = False     # the target's call runs once per decoder layer (the layers loop)
 
 
 def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:
@@ -164,7 +165,9 @@ class Mapper:
         if pl.note:
             notes.append(pl.note)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
-        return Mapped(lin, pl, method, role, wcall, tuple(notes))
+        from .place import layer_depth
+        return Mapped(lin, pl, method, role, wcall, tuple(notes),
+                      layer_depth(self.ms, e.path) is not None)
 
 
 def _dtype_bytes(dtypes: str) -> float:

@@ -35,6 +35,7 @@ from ..mapping.manual import parse_target, place_manual
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
+from . import attribution
 from .schema import MODES, Plan, Site, Switch, Target, sha256_file
 from ..roofline.verdict import decide
 from ..settings import configs_dir, policy
@@ -133,6 +134,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
             views.append((cand, got, _size(got, cand, hw, opts, 1, cfg)))
         if res.candidates and not mapped_any:
             _no_match(ms, res.candidates)
+        notes += attribution.check(views, cfg)
         mode = "auto"
     planned, listed, more_rej = _select(views, hw, opts, cfg)
     rejections += more_rej

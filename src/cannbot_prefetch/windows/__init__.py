@@ -17,11 +17,11 @@ Walk, nearest predecessor first (the seed's window-selection flow):
 The usable time is the span from the start point to the target's start, minus communication or
 memory-heavy work on other streams (HCCL rows have no stream) that overlaps it.
 
-Instances are clustered per signature by their call site (the first model frame of the stack)
-when stacks exist, else by the types and shapes of their predecessors, so q_proj and o_proj of
-one shape become two candidates. A cluster takes its majority decision; the usable time is the
-median over the instances that agree, with the minimum alongside. Only frozen values leave this
-module, never a DataFrame.
+Instances are clustered per signature by their rank within the decoder layer (and call-site
+frame when stacks exist; clusters.py), so q_proj and o_proj of one shape become two candidates
+and every instance belongs to exactly one. A cluster takes its majority decision; the usable
+time is the median over the instances that agree, with the minimum alongside. Only frozen
+values leave this module, never a DataFrame.
 """
 
 from .classes import WindowRules, default_rules, rules_from

@@ -1,9 +1,25 @@
-"""Instances of one signature grouped by call site (first model frame, else predecessors)."""
+"""Instances of one signature -> call sites. Every instance belongs to exactly one cluster, and
+linears of one shape (q/o, k/v, gate/up) are told apart by their order within the layer, never
+merged or averaged together.
+
+The layer is found on the timeline itself: per (step, stream) the sequence of op keys (the
+signature for MatMul-family ops, the type for the rest) repeats once per decoder layer; its
+period is the shift that keeps the longest stretch of the sequence equal to itself (ties: the
+shortest). The layer boundary (phase) is placed where every MatMul signature occurs equally
+often in every whole layer, as close before the first MatMul as that allows. An instance's rank
+is then its order among the same signature's instances in its layer (and call-site frame, when
+stacks exist): q_proj is rank 0 and o_proj rank 1 of one shape in every layer, layer 0 included;
+gate_proj and up_proj of the nested HF MLP line share a frame and are ranks 0 and 1 of it.
+Without a repeating pattern (one layer, or irregular layers) the whole step is taken as one
+layer, and a note says so.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Any
+
+import numpy as np
 
 
 def _first_model_frame(stack: str) -> str:
@@ -14,60 +30,107 @@ def _first_model_frame(stack: str) -> str:
     return ""
 
 
-def _cluster(per, inst, lookback) -> list[tuple[list[tuple[tuple, int]], int]]:
-    """Group instances by call site, ordered by first seen; each group with its `site_rank`.
+def _period(codes: list[int], is_mm: list[bool]) -> tuple[int, int, int] | None:
+    """(period, first index, length) of the longest self-repeating stretch of a code sequence,
+    or None when no stretch repeats in full at least twice. A layer holds MatMuls and other ops
+    (norms at least): a repeat of MatMuls alone (k_proj, v_proj back to back) is no layer."""
+    a = np.asarray(codes)
+    mm = np.asarray(is_mm, dtype=bool)
+    n = len(a)
+    best: tuple[int, int, int] | None = None      # (span, -period, start)
+    for p in _candidate_periods(a, mm):
+        eq = np.concatenate(([False], a[p:] == a[:-p], [False]))
+        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
+        if not len(edges):
+            continue
+        starts, ends = edges[::2], edges[1::2]
+        k = int(np.argmax(ends - starts))
+        run = int(ends[k] - starts[k])
+        if run < p:                               # not two whole repetitions
+            continue
+        one = mm[int(starts[k]):int(starts[k]) + p]
+        if one.all() or not one.any():
+            continue
+        cand = (run + p, -p, int(starts[k]))
+        if best is None or cand[:2] > best[:2]:
+            best = cand
+    return None if best is None else (-best[1], best[2], best[0])
 
-    With stacks the call site is the first model frame; one source line can run the signature
-    twice in a row (`self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))`), so an
-    instance that follows one of the same frame within `lookback` ops takes the next rank.
-    Without stacks the site is told by the types and shapes of the predecessors; small groups
-    (layer 0 sees the embedding, not the previous layer) fold into a big group with the same
-    nearest predecessor type, and the rank is the group's order."""
-    by_frame: dict[Any, list] = defaultdict(list)
-    by_preds: dict[Any, list] = defaultdict(list)
-    last: dict[tuple, tuple[int, int]] = {}
+
+def _candidate_periods(a, mm) -> list[int]:
+    """A layer repeats its MatMuls, so its period is the distance between an instance of the
+    most frequent MatMul key and one of the next few (up to 8 per layer) of the same key."""
+    keys, counts = np.unique(a[mm], return_counts=True)
+    if not len(keys):
+        return []
+    x = np.flatnonzero(a == keys[int(np.argmax(counts))])[:72]
+    n = len(a)
+    return sorted({int(x[i + r] - x[i]) for r in range(1, 9) for i in range(len(x) - r)
+                   if 0 < x[i + r] - x[i] <= n // 2})
+
+
+def _phase(seq, p: int, start: int, end: int) -> int:
+    """Layer boundary (mod p): every MatMul signature equally often in every whole layer."""
+    mm = [(j, op.sig) for j, op in enumerate(seq) if op.sig is not None and start <= j < end]
+    if not mm:
+        return start % p
+    first = mm[0][0]
+    order = [(first - d) % p for d in range(p)]   # right before the first MatMul, then earlier
+    best, best_score = order[0], None
+    for phi in order:
+        lo = start + ((phi - start) % p)          # first whole layer inside the stretch
+        per_sig: dict[Any, Counter] = defaultdict(Counter)
+        for j, sig in mm:
+            if lo <= j < end - (end - lo) % p:
+                per_sig[sig][(j - phi) // p] += 1
+        score = 0
+        for counts in per_sig.values():
+            mode = Counter(counts.values()).most_common(1)[0][0]
+            score += sum(1 for c in counts.values() if c != mode)
+        if best_score is None or score < best_score:
+            best, best_score = phi, score
+        if score == 0:
+            break
+    return best
+
+
+def layer_units(per) -> dict[tuple, tuple[int, int] | None]:
+    """Per (step, stream) sequence: (period, phase) of its layers, or None."""
+    out: dict[tuple, tuple[int, int] | None] = {}
+    ids: dict[Any, int] = {}
+    for key, seq in per.items():
+        if key[1] is None or not any(op.sig is not None for op in seq):
+            continue
+        codes = [ids.setdefault(("sig", op.sig) if op.sig is not None else op.type, len(ids))
+                 for op in seq]
+        found = _period(codes, [op.sig is not None for op in seq])
+        if found is None:
+            out[key] = None
+            continue
+        p, start, span = found
+        out[key] = (p, _phase(seq, p, start, start + span))
+    return out
+
+
+def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]], int]], str]:
+    """Group instances by (call-site frame, rank within the layer), ordered by first seen; each
+    group with its rank. Returns (groups, note)."""
+    units = units if units is not None else layer_units(per)
+    groups: dict[tuple[str, int], list] = defaultdict(list)
+    seen: dict[tuple, int] = defaultdict(int)
+    note = ""
     for key, j in sorted(inst, key=lambda kj: (kj[0][0] is None, str(kj[0]), kj[1])):
         seq = per[key]
         frame = _first_model_frame(seq[j].stack) if seq[j].stack else ""
-        if frame:
-            prev = last.get((key, frame))
-            rank = prev[1] + 1 if prev is not None and j - prev[0] - 1 <= lookback else 0
-            last[(key, frame)] = (j, rank)
-            by_frame[(frame, rank)].append((key, j))
+        pu = units.get(key)
+        if pu is None:
+            layer = 0
+            note = ("no repeating layer pattern on the timeline: each step is taken as one "
+                    "layer when telling same-shape linears apart")
         else:
-            preds = tuple((p.type, p.shapes) for p in seq[max(0, j - lookback):j][::-1])
-            by_preds[("", preds)].append((key, j))
+            layer = (j - pu[1]) // pu[0]
+        slot = (key, frame, layer)
+        groups[(frame, seen[slot])].append((key, j))
+        seen[slot] += 1
     first = lambda m: min(per[k][j].start for k, j in m)
-    # a frame at a `def` line (PyTorch CPU traces) covers several calls: split by the nearest
-    # predecessor's type too (q_proj after RmsNorm, o_proj after attention)
-    framed: dict[str, list] = defaultdict(list)
-    for (frame, _rank), members in by_frame.items():
-        near: dict[Any, list] = defaultdict(list)
-        for k, j in members:
-            near[("", ((per[k][j - 1].type, ""),) if j else ())].append((k, j))
-        framed[frame] += list(_merge_minor(near).values())
-    out = []
-    for frame, groups in framed.items():
-        out += [(m, i) for i, m in enumerate(sorted(groups, key=first))]
-    merged = sorted(_merge_minor(by_preds).values(), key=first)
-    out += [(m, i) for i, m in enumerate(merged)]
-    return sorted(out, key=lambda mr: first(mr[0]))
-
-
-def _merge_minor(groups):
-    total = sum(len(v) for v in groups.values())
-    big = {k: v for k, v in groups.items() if len(v) > max(1, total // 10)}
-    if not big:
-        return groups
-    out = {k: list(v) for k, v in big.items()}
-    for k, v in groups.items():
-        if k in big:
-            continue
-        preds = k[1]
-        near = preds[0][0] if preds else None
-        home = next((bk for bk in big if bk[1] and bk[1][0][0] == near), None)
-        if home is None:
-            out[k] = list(v)
-        else:
-            out[home].extend(v)
-    return out
+    return sorted(((m, rank) for (_f, rank), m in groups.items()), key=lambda mr: first(mr[0])), note

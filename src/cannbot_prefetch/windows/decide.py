@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..profiling.table import KernelTable
 from ..settings import policy
 from .classes import WindowRules, default_rules
-from .clusters import _cluster
+from .clusters import _cluster, layer_units
 from .timeline import _Op, _OtherStreams, _merge_communication, _timelines
 from .types import COMM, HEAVY, Candidate, Rejection, TargetSig, Window, WindowResult
 
@@ -175,15 +175,20 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
             for j, op in enumerate(seq):
                 if op.sig is not None:
                     by_sig[op.sig].append((key, j))
+    units = layer_units(per)
+    cluster_notes: set[str] = set()
     for t in tsigs:
         inst = by_sig.get(t.sig_id, [])
         if not inst:
             rejs.append(Rejection(t.label, reasons.NO_SHAPES,
                                   "no instance of this signature on the timeline", t))
             continue
-        clusters = _cluster(per, inst, lookback)
+        clusters, cnote = _cluster(per, inst, units)
+        if cnote:
+            cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):
             c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
                              rank)
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
+    notes += sorted(cluster_notes)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))

@@ -112,7 +112,7 @@ class Candidate:
     window_stack: tuple[str, ...] = ()  # the window start op's call stack
     preds: tuple[PredOp, ...] = ()      # all examined predecessors, nearest first
     stream: str | None = None
-    site_rank: int = 0     # order among this signature's clusters with the same call-site frame
+    site_rank: int = 0     # order within the layer among this signature's calls at one frame
 
     @property
     def key(self) -> str:
