@@ -291,13 +291,21 @@ def settle_changes(changes) -> list[str]:
 
 # ---------------------------------------------------------------- verify (verify/)
 
-def verify(plan_path, factory: str, *, out=None, progress=None):
-    """Switch off/on run, graph-order and torch.compile checks of a model built by `factory`
-    (MODULE:FUNC)."""
+BUILTIN_FACTORY = "built-in (tiny random model from config.json)"
+
+
+def verify(plan_path, factory: str | None, *, out=None, progress=None, model_config=None):
+    """Switch off/on run, graph-order and torch.compile checks of a model built by `factory` (MODULE:FUNC), or,
+    without one, by the built-in factory from `model_config` (verify/factory.py)."""
     from .verify.runner import run_verify
 
     if progress is not None:
-        progress("progress.verify_run", factory=factory)
+        progress("progress.verify_run", factory=factory or "built-in")
+    if factory is None:
+        from .verify.factory import build
+
+        return run_verify(plan_path, BUILTIN_FACTORY,
+                          built=lambda: build(plan_path, model_config), out=out)
     return run_verify(plan_path, factory, out=out)
 
 

@@ -61,7 +61,8 @@ FAILURES = [
     (["prefetch", "analyze", str(EXAMPLE / "profile"), "--steps", "5:2"], 2, "input_error"),
     (["prefetch", "apply"], 2, "usage"),
     (["prefetch", "apply", "/no/such/plan.yaml"], 2, None),
-    (["prefetch", "verify", "/no/such/plan.yaml"], 2, "usage"),          # --factory missing
+    (["prefetch", "verify"], 2, "usage"),                                  # PLAN missing
+    (["prefetch", "verify", "/no/such/plan.yaml"], 2, None),
     (["prefetch", "report", "--plan", "/no/such/plan.yaml"], 2, None),
     (["prefetch", "hardware", "show", "no-such-part"], 2, "input_error"),
     (["prefetch", "hardware", "list", "--bogus"], 2, "usage"),

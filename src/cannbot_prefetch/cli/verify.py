@@ -1,7 +1,8 @@
-"""`cannbot prefetch verify PLAN --factory MODULE:FUNC [--out verify.json]`.
+"""`cannbot prefetch verify PLAN [--factory MODULE:FUNC | --model-config config.json] [--out verify.json]`.
 
-FUNC returns `(model, inputs)` built from the rewritten source. Prints a pass/fail table (or JSON);
-exit 1 when a check fails.
+FUNC returns `(model, inputs)` built from the rewritten source. Without `--factory`, the built-in
+factory (verify/factory.py) builds a tiny random model of a transformers-style model file from its
+config.json. Prints a pass/fail table (or JSON); exit 1 when a check fails (one line, no "error").
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 @prefetch.command("verify")
 def verify(
     plan: Annotated[Path, typer.Argument(help="The applied prefetch_plan.yaml.")],
-    factory: Annotated[str, typer.Option("--factory", help="MODULE:FUNC returning (model, inputs), "
-                                         "built from the rewritten source.")],
+    factory: Annotated[str | None, typer.Option("--factory", help="MODULE:FUNC returning (model, inputs), "
+                                                "built from the rewritten source. Default: the "
+                                                "built-in factory (see --model-config).")] = None,
+    model_config: Annotated[Path | None, typer.Option(
+        "--model-config", help="config.json for the built-in factory: a tiny random model of the "
+                               "plan's transformers-style model file, one decode step with its KV "
+                               "cache (default: config.json beside the model file or the plan).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the result as JSON here.")] = None,
     debug: DebugOpt = False,
     as_json: JsonOpt = False,
@@ -35,7 +41,7 @@ def verify(
         from .progress import status
 
         with status(lang) as tick:
-            result = run(plan, factory, out=out, progress=tick)
+            result = run(plan, factory, out=out, progress=tick, model_config=model_config)
         if as_json:
             print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:

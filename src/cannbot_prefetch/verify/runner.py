@@ -209,10 +209,11 @@ def load_factory(spec: str):
     return fn
 
 
-def run_verify(plan_path, factory: str, *, out=None) -> VerifyResult:
+def run_verify(plan_path, factory: str, *, out=None, built=None) -> VerifyResult:
+    """`built`, when given, is called instead of importing `factory` (the built-in factory)."""
     require_torch()
     plan = load_plan(plan_path)
-    fn = load_factory(factory)
+    fn = built if built is not None else load_factory(factory)
     built = fn()
     if not (isinstance(built, tuple) and len(built) == 2):
         raise InputError(f"factory {factory!r} must return (model, inputs)")
