@@ -45,7 +45,7 @@ def test_show_prints_numbers_with_sources():
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "910B3" in out and "294.912 TFLOPS" in out and "1.6 TB/s" in out
-    assert "REFERENCE.md §4.1" in out and "ASSUMPTION" in out and "192 MiB" in out
+    assert "docs/sources.md, Hardware" in out and "ASSUMPTION" in out and "192 MiB" in out
 
 
 def test_show_json():
@@ -53,7 +53,7 @@ def test_show_json():
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["name"] == "910B4" and doc["hbm_bw_tbps"] == 0.8
-    assert doc["sources"]["hbm_bw_tbps"].startswith("REFERENCE.md")
+    assert doc["sources"]["hbm_bw_tbps"].startswith("docs/sources.md")
 
 
 def test_show_unknown_is_exit_2_with_one_line():

@@ -306,3 +306,15 @@ def test_unparseable_user_yaml_names_the_file_and_line(tmp_path, monkeypatch):
     with pytest.raises(InputError) as err:
         hardware.load("910B3")
     assert "broken.yaml" in str(err.value) and "line" in str(err.value)
+
+
+def test_unmatched_profile_says_unknown_not_none():
+    """A profile with a frequency but no core count: the assumption names what is unknown."""
+    from types import SimpleNamespace
+
+    from cannbot_prefetch.hardware import resolve
+
+    hw = resolve(None, SimpleNamespace(soc=None, cube_cores=None, freq_mhz=1800.0))
+    assert "None" not in hw.detected_from
+    assert "unknown cube cores @ 1800 MHz match no part" in hw.detected_from
+

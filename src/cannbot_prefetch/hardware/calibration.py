@@ -240,7 +240,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         "l2_bytes": (f"{llc_where}: the last-level cache stands in for the NPU's L2" if llc
                      else "not available on this host"),
         "hbm_bytes": "physical memory (sysconf) of this host" if ram else "not available",
-        "cmo_bw_gbps": "not applicable on a CPU: policy.yaml sizing.cmo_bw_gbps placeholder (REFERENCE.md §5)",
+        "cmo_bw_gbps": "not applicable on a CPU: policy.yaml sizing.cmo_bw_gbps placeholder (docs/sources.md, CMO rate)",
     })
     from ..settings import policy
     doc = {

@@ -338,7 +338,8 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
     if soc:
         said.append(f"SoC {soc!r} unknown")
     if cores or mhz:
-        said.append(f"{cores} cube cores @ {mhz} MHz match no part")
+        said.append(f"{cores if cores else 'unknown'} cube cores @ "
+                    f"{f'{mhz:g}' if mhz else 'unknown'} MHz match no part")
     why = "; ".join(said) if said else "the profile names no part"
     return replace(prof, detected_from=f"assumed {DEFAULT_PART} ({why}); pass --hardware NAME to choose")
 

@@ -35,13 +35,16 @@ class WindowRules:
                 else "communication op"
         large_b = nbytes >= self.large_op_bytes
         long_mb = dur_us >= self.large_op_us and (memory_bound is None or memory_bound)
-        size = f"{_mib(nbytes)} moved, {dur_us:.1f} us"
+        # Without shapes the bytes are unknown (0): say so, and call a long op long, not large.
+        size = (f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else
+                f"{dur_us:.1f} µs, bytes unknown")
+        big = "large" if large_b or not long_mb or nbytes else "long"
         if is_matmul or (is_matmul is None and kind == "matmul"):
             if large_b or long_mb:
-                return HEAVY, f"large MatMul ({size})"
+                return HEAVY, f"{big} MatMul ({size})"
             return LIGHT, f"small MatMul ({size})"
         if kind == "mover":
-            return (HEAVY, f"large data movement ({size})") if (large_b or long_mb) else \
+            return (HEAVY, f"{big} data movement ({size})") if (large_b or long_mb) else \
                    (LIGHT, f"small data movement ({size})")
         if large_b:
             return HEAVY, f"moves {_mib(nbytes)} (>= {_mib(self.large_op_bytes)})"

@@ -138,3 +138,14 @@ def test_needs_sig_id(table):
     kt = table([NORM])
     with pytest.raises(InputError, match="sig_id"):
         find_windows(KernelTable(kt.df.drop("sig_id")), [GATE])
+
+
+def test_window_class_without_bytes_is_long_not_large():
+    """A mover with no shapes (bytes 0) that runs long: 'long ... bytes unknown', never '0.0 MiB'."""
+    from cannbot_prefetch.windows.classes import default_rules
+
+    r = default_rules()
+    cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 0, 500.0, memory_bound=None)
+    assert "0.0 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
+    cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 64 << 20, 500.0)
+    assert why.startswith("large data movement (64.0 MiB moved, 500.0 µs")
