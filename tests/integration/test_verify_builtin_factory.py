@@ -57,7 +57,7 @@ def _clean_modules():
 def test_builtin_factory_on_a_copied_transformers_file(tmp_path, family, example, target):
     config = REPO / "examples" / example / "config.json"
     model = _copy(family, tmp_path / "src")
-    plan = _plan_and_apply(model, config, target, tmp_path / "plan")
+    plan = _plan_and_apply(model, config, target, tmp_path)
     res = runner.invoke(app, ["prefetch", "verify", str(plan), "--model-config", str(config),
                               "--json", "--out", str(tmp_path / "verify.json")])
     assert res.exit_code == 0, res.output
@@ -80,7 +80,7 @@ def test_decode_step_keeps_the_cache_state(tmp_path):
 
     config = REPO / "examples" / "llama3.2-1b-en" / "config.json"
     model = _copy("llama", tmp_path / "src")
-    plan = _plan_and_apply(model, config, "LlamaMLP.down_proj", tmp_path / "plan")
+    plan = _plan_and_apply(model, config, "LlamaMLP.down_proj", tmp_path)
     step, inputs = build(plan, config)
     assert type(step).__name__ == "DecodeStep" and inputs[0].shape == (1, 1)
     with torch.no_grad():
@@ -98,7 +98,7 @@ def test_builtin_factory_on_the_cpu_example_model(tmp_path):
     shutil.copy(REPO / "examples" / "cpu-tiny-llama" / "model.py", src / "modeling_tiny_llama.py")
     config = REPO / "examples" / "cpu-tiny-llama" / "config.json"
     plan = _plan_and_apply(src / "modeling_tiny_llama.py", config, "TinyLlamaMLP.down_proj",
-                           tmp_path / "plan")
+                           tmp_path)
     res = runner.invoke(app, ["prefetch", "verify", str(plan), "--model-config", str(config),
                               "--json"])
     assert res.exit_code == 0, res.output
@@ -109,7 +109,7 @@ def test_builtin_factory_on_the_cpu_example_model(tmp_path):
 def test_without_factory_or_config_says_what_to_pass(tmp_path):
     model = _copy("llama", tmp_path / "src")
     config = REPO / "examples" / "llama3.2-1b-en" / "config.json"
-    plan = _plan_and_apply(model, config, "LlamaMLP.down_proj", tmp_path / "plan")
+    plan = _plan_and_apply(model, config, "LlamaMLP.down_proj", tmp_path)
     res = runner.invoke(app, ["prefetch", "verify", str(plan), "--json"])
     assert res.exit_code == 2
     err = json.loads(res.stdout)["error"]
