@@ -295,8 +295,9 @@ BUILTIN_FACTORY = "built-in (tiny random model from config.json)"
 
 
 def verify(plan_path, factory: str | None, *, out=None, progress=None, model_config=None):
-    """Switch off/on run, graph-order and torch.compile checks of a model built by `factory` (MODULE:FUNC), or,
-    without one, by the built-in factory from `model_config` (verify/factory.py)."""
+    """Switch off/on run, graph-order and torch.compile checks of a model built by `factory`
+    (MODULE:FUNC), or, without one, by the built-in factory from `model_config`
+    (verify/factory.py)."""
     from .verify.runner import run_verify
 
     if progress is not None:
