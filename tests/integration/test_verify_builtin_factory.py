@@ -70,6 +70,11 @@ def test_builtin_factory_on_a_copied_transformers_file(tmp_path, family, example
     # already grew: until the capture copies its inputs, that check is skipped with the reason.
     graph = checks["graph order"]
     assert graph["passed"] or (graph["skipped"] and "make_fx could not capture" in graph["detail"])
+    # torch.compile compiles the model under the decode step (its cache copied outside the
+    # graph): these run, at decode batches 1, 8 and 256 of the prefilled cache
+    for name in ("compile eager", "compile aot_eager", "captured prefetch", "recompiles"):
+        assert checks[name]["passed"] and not checks[name]["skipped"], checks[name]
+    assert "prefetches per forward [2, 2, 2]" in checks["recompiles"]["detail"]
 
 
 def test_decode_step_keeps_the_cache_state(tmp_path):

@@ -17,7 +17,9 @@ was written for (docs/rewrite.md "What each mode emits"):
   the batch (a total token count does) would recompile or stop prefetching there; when the
   model recompiles, the same run with the switch off says whether the prefetch is the cause.
 A model that does not compile with fullgraph=True even with the switch off is reported as
-skipped, with the compiler's message.
+skipped, with the compiler's message. A model object may name what to compile instead of itself
+(`compile_target()`, below): the built-in factory's decode step does, so that its KV cache is
+copied outside the graph.
 """
 
 from __future__ import annotations
@@ -97,6 +99,28 @@ def _call(fn, inputs):
     return fn(inputs)
 
 
+@dataclass
+class Target:
+    """What the checks compile, its inputs at decode batch xk, and how its output compares with
+    the eager run's."""
+
+    module: Any
+    inputs: Callable[[int], Any]
+    result: Callable[[Any], Any]
+
+
+def target_of(model, inputs) -> Target:
+    """`model` itself, its inputs tiled along dim 0; or, when the model object has
+    `compile_target()` returning (module, make_inputs), that module called with
+    `make_inputs(inputs, k)` (a wrapper whose forward cannot be traced, such as one that
+    deep-copies a KV cache, compiles the model it wraps), its output's `logits` compared."""
+    hook = getattr(model, "compile_target", None)
+    if callable(hook):
+        module, make = hook()
+        return Target(module, lambda k: make(inputs, k), lambda out: getattr(out, "logits", out))
+    return Target(model, lambda k: tile(inputs, k), lambda out: out)
+
+
 def tile(inputs, k: int):
     """The inputs with every tensor repeated k times along dim 0 (the batch, for decode)."""
     import torch
@@ -133,7 +157,7 @@ def _fresh():
             torch._dynamo.reset()
 
 
-def _compiles_off(model, inputs, set_switch: Callable[[bool], None], backend: str,
+def _compiles_off(target: Target, set_switch: Callable[[bool], None], backend: str,
                   batches=(1,)) -> tuple[str | None, int]:
     """(error or None, number of compiles) for the same calls with the switch off."""
     import torch
@@ -142,9 +166,9 @@ def _compiles_off(model, inputs, set_switch: Callable[[bool], None], backend: st
     set_switch(False)
     try:
         with _fresh():
-            compiled = torch.compile(model, backend=_backend(backend, rec), fullgraph=True)
+            compiled = torch.compile(target.module, backend=_backend(backend, rec), fullgraph=True)
             for k in batches:
-                _call(compiled, tile(inputs, k))
+                _call(compiled, target.inputs(k))
         return None, rec.compiles
     except Exception as exc:  # noqa: BLE001 - the model's own compile problem, reported
         return _first_line(exc), rec.compiles
@@ -200,12 +224,14 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
     checks: list[Check] = []
     want = sum(exp.per_site.values())
     captured: dict[str, Captured | None] = {}
+    target = target_of(model, inputs)
     for backend in BACKENDS:
         rec = Recorder()
         try:
             with _fresh() as counters:
-                compiled = torch.compile(model, backend=_backend(backend, rec), fullgraph=True)
-                out, fired = counted(lambda: _call(compiled, inputs))
+                compiled = torch.compile(target.module, backend=_backend(backend, rec),
+                                         fullgraph=True)
+                out, fired = counted(lambda: target.result(_call(compiled, target.inputs(1))))
                 breaks = sum(counters["graph_break"].values())
                 graphs = rec.aot if backend == "aot_eager" else rec.dynamo
                 captured[backend] = graphs[-1] if graphs else None
@@ -215,8 +241,7 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
                     f"fullgraph=True, {breaks} graph break(s); outputs vs eager with the switch "
                     f"off: {detail}; the compiled run issued {fired}/{want} prefetch(es)"))
                 if backend == "eager":
-                    checks.append(_recompiles(model, compiled, inputs, rec, counted, want,
-                                              set_switch))
+                    checks.append(_recompiles(target, compiled, rec, counted, want, set_switch))
         except Exception as exc:  # noqa: BLE001 - compile failures are the finding
             if captured.get(backend) is not None:  # compiled; a larger decode batch failed
                 checks.append(Check("recompiles", False, f"not checked: the inputs tiled along "
@@ -224,7 +249,7 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
                                     skipped=True))
                 continue
             captured[backend] = None
-            err_off, _ = _compiles_off(model, inputs, set_switch, backend)
+            err_off, _ = _compiles_off(target, set_switch, backend)
             if err_off is not None:
                 checks.append(_compile_check(backend, False, f"not checked: the model does not "
                                                              f"compile with fullgraph=True even "
@@ -288,14 +313,13 @@ def _site_checks(captured: dict[str, Captured | None], plan: Plan, exp: Expected
     return out
 
 
-def _recompiles(model, compiled, inputs, rec: Recorder, counted: Callable, want: int,
+def _recompiles(target: Target, compiled, rec: Recorder, counted: Callable, want: int,
                 set_switch: Callable[[bool], None]) -> Check:
     """Called after the first compiled call at batch x1: calls x8 and x256."""
     counts = [rec.compiles]
-    fired = [counted(lambda: _call(compiled, inputs))[1]]
+    fired = [counted(lambda: _call(compiled, target.inputs(1)))[1]]
     for k in DECODE_BATCHES[1:]:
-        batch = tile(inputs, k)
-        fired.append(counted(lambda: _call(compiled, batch))[1])
+        fired.append(counted(lambda: _call(compiled, target.inputs(k)))[1])
         counts.append(rec.compiles)
     sizes = ", ".join(f"x{k}" for k in DECODE_BATCHES)
     detail = (f"decode batches {sizes} of the factory's: compiled graphs after each "
@@ -303,7 +327,7 @@ def _recompiles(model, compiled, inputs, rec: Recorder, counted: Callable, want:
     late = counts[-1] != counts[-2]
     ok = not late and all(f == want for f in fired)
     if late:
-        err, n_off = _compiles_off(model, inputs, set_switch, "eager", DECODE_BATCHES)
+        err, n_off = _compiles_off(target, set_switch, "eager", DECODE_BATCHES)
         if err is None and n_off >= counts[-1]:
             return Check("recompiles", False, detail + f"; the switch-off model compiles {n_off} "
                                                        f"time(s) too: not checked", skipped=True)

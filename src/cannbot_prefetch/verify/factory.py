@@ -289,6 +289,19 @@ def _decode_step_class():
             out = self.model(input_ids=input_ids, use_cache=True, **kwargs)
             return getattr(out, "logits", out)
 
+        def compile_target(self):
+            """For verify's torch.compile checks (capture.py): compile the model itself and copy
+            the cache outside the graph (dynamo cannot trace deepcopy); decode batch xk repeats
+            the token and the cache k times."""
+            def make(inputs, k: int):
+                (input_ids,) = inputs
+                cache = copy.deepcopy(self._cache)
+                if k > 1:
+                    cache.batch_repeat_interleave(k)
+                return {"input_ids": input_ids.repeat(k, 1), "use_cache": True, self._arg: cache}
+
+            return self.model, make
+
     return DecodeStep
 
 
