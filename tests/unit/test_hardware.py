@@ -318,3 +318,32 @@ def test_unmatched_profile_says_unknown_not_none():
     assert "None" not in hw.detected_from
     assert "unknown cube cores @ 1800 MHz match no part" in hw.detected_from
 
+
+
+def test_calibrate_leaves_out_a_bf16_peak_slower_than_fp32(tmp_path, monkeypatch):
+    """A CPU without native bf16 GEMMs (issue 9: bf16 at 0.0007 TFLOPS next to fp32 at 0.4):
+    the bf16 peak is not written (calibration does not fail on it), the source says why and to
+    profile in float32; a bf16 op is then costed at the fp32 peak, saying so."""
+    monkeypatch.setattr(_calibrate, "_torch_backend", _fixed_backend(fp32=0.4e12, bf16=7e8))
+    monkeypatch.setattr(_calibrate, "_importable", lambda module: module == "torch")
+    p = hardware.calibrate(tmp_path, seconds=0.3)
+    assert p.peaks_tflops == {"fp32": 0.4}
+    why = p.sources["peaks_tflops.bf16"]
+    assert why.startswith("not written: bf16 GEMMs ran at 0.0007 TFLOPS, slower than fp32 (0.4)")
+    assert "Profile the model in float32" in why
+    key, note = p.peak_basis("DT_BF16")
+    assert key == "fp32" and "no bf16 peak" in note
+
+
+def test_hardware_show_lists_a_peak_left_out_with_its_reason(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from cannbot_prefetch.cli import app
+
+    monkeypatch.setattr(_calibrate, "_torch_backend", _fixed_backend(fp32=0.4e12, bf16=7e8))
+    monkeypatch.setattr(_calibrate, "_importable", lambda module: module == "torch")
+    p = hardware.calibrate(tmp_path, seconds=0.3)
+    res = CliRunner().invoke(app, ["prefetch", "hardware", "show", p.path])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "peaks_tflops.bf16" in ln)
+    assert "not written" in line

@@ -65,6 +65,9 @@ def _rows(p: "HardwareProfile") -> list[tuple[str, str, str]]:
     for key, value in p.peaks_tflops.items():
         unit = "TOPS" if key.startswith("int") else "TFLOPS"
         rows.append((f"peaks_tflops.{key}", f"{value:g} {unit}", src.get(f"peaks_tflops.{key}", "")))
+    for key in sorted(k for k in src if k.startswith("peaks_tflops.")
+                      and k.split(".", 1)[1] not in p.peaks_tflops):
+        rows.append((key, "-", src[key]))      # a peak not written, and why (calibrate)
     rows += [
         ("hbm_bw_tbps", f"{p.hbm_bw_tbps:g} TB/s", src.get("hbm_bw_tbps", "")),
         ("hbm_bw_ini_tbps", "-" if p.hbm_bw_ini_tbps is None else f"{p.hbm_bw_ini_tbps:g} TB/s",

@@ -148,6 +148,25 @@ def _check_plausible(rates: dict[str, Rate], copy: Rate) -> None:
                          hint=hint)
 
 
+def _native_only(rates: dict[str, Rate]) -> tuple[dict[str, Rate], dict[str, str]]:
+    """Drop a half-precision rate slower than fp32: this CPU has no native GEMM for it (no
+    AVX512-BF16 / AMX), so such ops run through a conversion path that no peak describes, and a
+    roofline built on it calls decode GEMMs "faster than the compute roof". The source says why
+    and what to do: profile in float32 on this host."""
+    fp32 = rates.get("fp32")
+    kept, why = dict(rates), {}
+    for key in ("bf16", "fp16"):
+        r = rates.get(key)
+        if fp32 is not None and r is not None and r.best < fp32.best:
+            del kept[key]
+            why[f"peaks_tflops.{key}"] = (
+                f"not written: {key} GEMMs ran at {r.best / 1e12:.3g} TFLOPS, slower than fp32 "
+                f"({fp32.best / 1e12:.3g}): this CPU has no native {key} GEMM, so {key} ops take a "
+                f"conversion path no peak describes. Profile the model in float32 on this host "
+                f"(a {key} op is then costed at the fp32 peak, and says so)")
+    return kept, why
+
+
 def _importable(module: str) -> bool:
     try:
         __import__(module)
@@ -219,6 +238,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
                          hint="pip install 'cannbot-prefetch[torch]'")
     budget = max(0.2, min(float(seconds), 8.0))
     rates, copy, mm_how, copy_how = (_torch_backend if use == "torch" else _numpy_backend)(budget)
+    rates, not_native = _native_only(rates)
     _check_plausible(rates, copy)
     peaks = {k: r.best / 1e12 for k, r in rates.items()}
     bw = copy.best / 1e12
@@ -232,6 +252,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
     mhz = _cpu_mhz()
     sources: dict[str, Any] = {f"peaks_tflops.{k}": f"{stamp} {mm_how}, {_how(r)}"
                                for k, r in rates.items()}
+    sources.update(not_native)
     sources.update({
         "hbm_bw_tbps": f"{stamp} {copy_how}, {_how(copy)}, counted as read + write (host DRAM, not HBM)",
         "cube_cores": "os.cpu_count() on this host (logical CPUs; no cube cores)",
