@@ -44,7 +44,7 @@ def select_steps(df: pl.DataFrame, path: str, step: int | None = None,
         first = available[0]
         kept = available[1:]
         note = (f"step {first} excluded as warm-up (first of {len(available)} steps); "
-                "include it with --steps or include_warmup")
+                f"include it with --steps {first}:{available[-1]}")
         return StepChoice(df.filter(pl.col("step").is_null() | (pl.col("step") != first)),
                           kept, available, (first,), (note,))
     return StepChoice(df, available, available, (), ())
