@@ -259,7 +259,9 @@ def test_fires_in_decode(name, batch, matrix):
 
 @pytest.mark.parametrize("name", _params("test_verify_passes"))
 def test_verify_passes(name, matrix):
-    """`verify` as a user runs it passes on the plan: every check, the plan-order one included."""
+    """verify's runtime checks all pass on the plan, the plan-order one included (its torch.compile
+    capture checks are graph mode's, issue 13, tested in tests/unit/verify: too slow to run here
+    on every profile)."""
     failed = [f"{c.name} {c.site or ''}: {c.detail}" for c in _verify(matrix(name), 1)
               if not (c.passed or c.skipped)]
     assert not failed, failed
