@@ -66,6 +66,8 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
 
     warnings: list[str] = []
     profile = None
+    if opts.model_src or opts.targets:
+        check_out_dir(opts.out)   # before any work: a wrong --out is found in a second
     if opts.profile is None:
         if not opts.targets:
             raise InputError("a PROFILE path is required unless --target names the targets "
@@ -247,12 +249,34 @@ def module_file(name: str) -> str | None:
     return None
 
 
+def check_out_dir(out: str) -> None:
+    """InputError when `out` cannot be a folder: it, or the nearest existing folder above it,
+    is a file; or the folder cannot be written."""
+    import os
+
+    p = Path(out).expanduser()
+    if not str(out).strip():
+        raise InputError("--out is empty: name the output folder")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        where = "is a file" if probe == p else f"lies under {probe}, which is a file"
+        raise InputError(f"--out {where}, not a folder (a missing folder is created)",
+                         path=str(p))
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"--out: cannot write in {probe}", path=str(p))
+
+
 def _write_all(files: dict[Path, str]) -> list[str]:
     """Write every output only once all of them exist in memory; each write is atomic."""
     from .plan import write_atomic
 
     for path, text in files.items():
-        write_atomic(path, text)
+        try:
+            write_atomic(path, text)
+        except OSError as exc:
+            raise InputError(f"cannot write ({exc.strerror or exc})", path=str(path)) from None
     return [str(p) for p in files]
 
 

@@ -7,7 +7,9 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_ragged.py for
                   files whose rows do not match the header
   db_reader.py    torch_npu DB export (sqlite, read-only)
+  json_stream.py  a trace's event list one event at a time (bounded memory, gzip, BOM)
   trace_events.py / trace_reader.py / torch_trace.py   Chrome traces (Ascend, PyTorch)
+  limits.py       input size bounds (policy.yaml `profiling:`), checked before parsing
   stacks.py       stacks for kernel_details rows from the trace_view beside them
   metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock
   steps.py        step selection, warm-up exclusion

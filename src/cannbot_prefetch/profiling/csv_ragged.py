@@ -19,13 +19,14 @@ LINE = "__line"
 FIELDS = "__fields"
 _READ = dict(infer_schema=False, encoding="utf8-lossy")
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
+_LENIENT_MAX_BYTES = 64 << 20
 
 
-def read_text_frame(path: Path, cols: list[str]) -> pl.DataFrame:
+def read_text_frame(path: Path, cols: list[str], eol: str = "\n") -> pl.DataFrame:
     """Eager text frame with `__line` and `__fields` (quote-aware field count per line)."""
     try:
-        df = pl.read_csv(path, truncate_ragged_lines=True, **_READ)
-        counts = _field_counts(path)
+        df = pl.read_csv(path, truncate_ragged_lines=True, eol_char=eol, **_READ)
+        counts = _field_counts(path, eol)
     except _POLARS_ERRORS:
         return read_with_csv_module(path)
     if counts is None or counts.len() != df.height or list(df.columns) != cols:
@@ -33,10 +34,10 @@ def read_text_frame(path: Path, cols: list[str]) -> pl.DataFrame:
     return df.with_columns(counts, pl.int_range(2, df.height + 2, dtype=pl.Int64).alias(LINE))
 
 
-def _field_counts(path: Path) -> pl.Series | None:
+def _field_counts(path: Path, eol: str) -> pl.Series | None:
     """Fields per data line (null for blank lines): drop quoted runs, count commas."""
     lines = pl.read_csv(path, has_header=False, separator="\x1f", quote_char=None,
-                        infer_schema=False, truncate_ragged_lines=True,
+                        infer_schema=False, truncate_ragged_lines=True, eol_char=eol,
                         encoding="utf8-lossy", new_columns=["l"])
     body = lines["l"].slice(1)
     unquoted = body.str.replace_all(r'"[^"]*"', "")
@@ -44,9 +45,15 @@ def _field_counts(path: Path) -> pl.Series | None:
 
 
 def read_with_csv_module(path: Path, limit: int | None = None) -> pl.DataFrame:
-    """Fallback for files polars refuses (stray quotes): lenient, exact line numbers, slow."""
+    """Fallback for files polars refuses (stray quotes): lenient, exact line numbers, slow,
+    so only for files (or first rows) of a bounded size."""
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        if limit is None and path.stat().st_size > _LENIENT_MAX_BYTES:
+            raise InputError(f"the CSV parser refused this file (a stray quote?) and it is too "
+                             f"big for the lenient reader (> {_LENIENT_MAX_BYTES >> 20} MiB)",
+                             path=str(path))
+        with open(path, "rb") as fh:
+            text = fh.read(_LENIENT_MAX_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
     reader = csv.reader(io.StringIO(text, newline=""))

@@ -21,9 +21,11 @@ from .csv_ragged import LINE as _LINE
 from .csv_ragged import read_text_frame, read_with_csv_module
 from .readout import ReadResult, conform, memset_mask
 from .table import BASE_SCHEMA
-from .values import NULL_TOKENS, clean_text, strip_prefix, to_float, to_int, us_text_to_ns
+from .values import (MAX_DURATION_US, NULL_TOKENS, clean_text, strip_prefix, to_float, to_int,
+                     us_text_to_ns)
 
 _SAMPLE_ROWS = 2000
+_PROBE_BYTES = 1 << 16
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 _READ = dict(infer_schema=False, encoding="utf8-lossy")
 
@@ -43,13 +45,14 @@ class _Ragged(Exception):
 
 
 def read_csv_rows(path: Path, source: str, samples_kept: int,
-                  counters: frozenset[str] | None = None) -> ReadResult:
+                  counters: frozenset[str] | None = None, max_columns: int = 1024) -> ReadResult:
     """One CSV export -> ReadResult with BASE_SCHEMA columns plus counters and extras.
 
     `counters`: keep only these counter columns (None: all). Unread columns are not even
     materialized by the parser, which is most of the cost on a 1M-row file.
     """
-    sample = _read_sample(path)
+    eol = probe(path, max_columns)
+    sample = _read_sample(path, eol)
     every = _plan(sample, _map_headers(list(sample.columns), path))
     cols = [s.col for s in every]
     # With a counter selection (analysis), also skip the text/int extras outside BASE_SCHEMA
@@ -60,12 +63,12 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
         or s.name in counters or s is every[-1]]
     try:
         try:
-            frame = _collect_fast(path, specs, native=True)
+            frame = _collect_fast(path, specs, eol, native=True)
         except _Ragged:
-            frame = _collect_fast(path, specs, native=False)
+            frame = _collect_fast(path, specs, eol, native=False)
         raw = None
     except _Ragged:
-        raw = read_text_frame(path, cols)
+        raw = read_text_frame(path, cols, eol)
         frame = raw.select(_frame_exprs(specs, ragged=True, width=len(every)))
     frame = frame.filter(~pl.col("__blank")).drop("__blank", "__lastnull", strict=False)
     rows_read = frame.height
@@ -78,7 +81,7 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
     good = frame.filter(~pl.col("__bad") & ~pl.col("__memset")).drop("__bad", "__memset")
     good = good.with_columns(pl.lit(source).alias("source"))
     samples = _explain(path, source, specs, bad_lines.head(samples_kept).to_list(), raw,
-                       width=len(every))
+                       width=len(every), eol=eol)
     notes = []
     if duplicates:
         notes.append(f"{source}: {duplicates} exact duplicate row(s) dropped")
@@ -92,16 +95,35 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
 
 # ---------------------------------------------------------------- reading
 
-def _read_sample(path: Path) -> pl.DataFrame:
-    """The header and first rows as text; InputError for a missing/empty/non-CSV file."""
+def probe(path: Path, max_columns: int) -> str:
+    """The line ending (LF/CRLF, or CR alone) from the first bytes, and a header a kernel table
+    can have: a file that is one endless line or has thousands of columns is refused here,
+    before a parser spends minutes and gigabytes on it."""
     try:
-        if path.stat().st_size == 0:
-            raise InputError("empty file", path=str(path))
+        with open(path, "rb") as fh:
+            head = fh.read(_PROBE_BYTES)
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror or exc})", path=str(path)) from None
+    if not head.strip(b" \t\r\n\f\v\xef\xbb\xbf"):
+        raise InputError("empty file", path=str(path))
+    eol = "\n" if b"\n" in head or b"\r" not in head else "\r"
+    end = head.find(eol.encode())
+    fields = head[:end if end >= 0 else len(head)].count(b",") + 1
+    if fields > max_columns:
+        raise InputError(f"{fields:,}{'+' if end < 0 else ''} columns in the header: not a "
+                         f"kernel table (real exports have under 100; profiling.max_columns is "
+                         f"{max_columns})", path=str(path))
+    if end < 0 and len(head) == _PROBE_BYTES:
+        raise InputError(f"no line end in the first {_PROBE_BYTES // 1024} KiB: not a kernel "
+                         "table", path=str(path))
+    return eol
+
+
+def _read_sample(path: Path, eol: str) -> pl.DataFrame:
+    """The header and first rows as text; InputError for a missing/empty/non-CSV file."""
     try:
         df = pl.read_csv(path, n_rows=_SAMPLE_ROWS, truncate_ragged_lines=True,
-                         raise_if_empty=True, **_READ)
+                         raise_if_empty=True, eol_char=eol, **_READ)
     except pl.exceptions.NoDataError:
         raise InputError("empty file", path=str(path)) from None
     except _POLARS_ERRORS:
@@ -111,7 +133,7 @@ def _read_sample(path: Path) -> pl.DataFrame:
     return df
 
 
-def _collect_fast(path: Path, specs: list[_Spec], native: bool) -> pl.DataFrame:
+def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.DataFrame:
     """One lazy pass: scan, cast, flag. Raises _Ragged when rows have a different width.
 
     `native`: let the CSV parser read clean numeric columns as Float64 directly (no string
@@ -123,7 +145,7 @@ def _collect_fast(path: Path, specs: list[_Spec], native: bool) -> pl.DataFrame:
     # N/A -> null in the parser, except in the last column, whose nulls reveal short rows
     nulls = {s.col: "N/A" for s in specs[:-1]} if native else None
     lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
-                     null_values=nulls, **_READ)
+                     null_values=nulls, eol_char=eol, **_READ)
     chosen = [replace(s, kind=s.kind + "@native") if s.col in overrides
               else replace(s, kind=s.kind + "@nulled") if native and s.kind == "text" and not s.trim
               and s is not specs[-1] else s for s in specs]
@@ -223,6 +245,7 @@ def _flag_bad(frame: pl.DataFrame, specs: list[_Spec]) -> pl.DataFrame:
     """Add `__bad` (row unusable) and drop the masks; runs on the typed frame, no recasting."""
     flags = [pl.col(s.name).is_null() for s in specs if s.name in C.REQUIRED]
     flags += [pl.col(s.name) < 0 for s in specs if s.name in C.REQUIRED and s.kind != "text"]
+    flags += [pl.col("dur_us") > MAX_DURATION_US]
     flags += [pl.col(f"__p:{s.name}") & pl.col(s.name).is_null()
               for s in specs if f"__p:{s.name}" in frame.columns and s.name not in C.REQUIRED]
     # inf / nan ("1e400", "nan") parse as floats but are no measurement
@@ -292,6 +315,8 @@ def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
             bad = value.is_null()
             if s.kind != "text":
                 bad = bad | (value < 0)
+            if s.name == "dur_us":
+                bad = bad | (value > MAX_DURATION_US)
             if s.kind in ("float", "counter"):
                 bad = bad | ~value.is_finite().fill_null(True)
         elif s.kind in ("int", "float", "counter"):
@@ -304,14 +329,14 @@ def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
 
 
 def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
-             raw: pl.DataFrame | None, width: int) -> list[str]:
+             raw: pl.DataFrame | None, width: int, eol: str) -> list[str]:
     """`file:line: why` for the first bad rows (re-reads just those lines when needed)."""
     if not lines:
         return []
     if raw is None:
         try:
             raw = (pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2,
-                               truncate_ragged_lines=True, **_READ)
+                               truncate_ragged_lines=True, eol_char=eol, **_READ)
                    .filter(pl.col(_LINE).is_in(lines)).collect())
         except _POLARS_ERRORS:
             return [f"{source}:{line}: damaged row" for line in lines]

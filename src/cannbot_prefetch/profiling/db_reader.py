@@ -16,7 +16,7 @@ import polars as pl
 from ..errors import InputError
 from . import columns as C
 from .readout import ReadResult, conform, drop_memset
-from .values import clean_text, strip_prefix
+from .values import MAX_DURATION_US, MAX_START_NS, clean_text, strip_prefix
 
 _TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
               "streamId": "stream", "taskId": "task_id", "modelId": "model_id",
@@ -36,12 +36,32 @@ def read_db_rows(path: Path, source: str) -> ReadResult:
         con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise InputError(f"cannot open database ({exc})", path=str(path)) from None
+    con.text_factory = lambda b: b.decode("utf-8", errors="replace")
     try:
         return _read(con, path, source)
     except sqlite3.Error as exc:
         raise InputError(f"unreadable or corrupt database ({exc})", path=str(path)) from None
+    except (pl.exceptions.PolarsError, OverflowError) as exc:
+        # Cells are typed in SQL (_int/_real); this is the backstop for what slips through.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"unexpected values in the database ({first})", path=str(path)) from None
     finally:
         con.close()
+
+
+def _int(col: str) -> str:
+    """SQL: the cell as an integer, else NULL. SQLite cells take any type whatever the column
+    says (a damaged or hand-edited DB puts text where ids belong), so every cell is checked."""
+    return (f"(CASE WHEN typeof({col}) = 'integer' THEN {col} "
+            f"WHEN typeof({col}) = 'real' AND {col} = CAST({col} AS INTEGER) "
+            f"AND abs({col}) < 9.0e18 THEN CAST({col} AS INTEGER) "
+            f"WHEN typeof({col}) = 'text' AND length({col}) BETWEEN 1 AND 18 "
+            f"AND {col} NOT GLOB '*[^0-9]*' THEN CAST({col} AS INTEGER) END)")
+
+
+def _real(col: str) -> str:
+    """SQL: the cell as a float when it is a number, else NULL."""
+    return f"(CASE WHEN typeof({col}) IN ('integer', 'real') THEN CAST({col} AS REAL) END)"
 
 
 def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
@@ -51,23 +71,23 @@ def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
         raise InputError("not a torch_npu profiler DB: table(s) "
                          f"{', '.join(sorted(needed - tables))} missing", path=str(path),
                          hint="pass ascend_pytorch_profiler_<rank>.db")
-    strings = dict(con.execute("SELECT id, value FROM STRING_IDS"))
+    strings = dict(con.execute(f"SELECT {_int('id')}, CAST(value AS TEXT) FROM STRING_IDS "
+                               f"WHERE {_int('id')} IS NOT NULL"))
     task_cols = _columns(con, "TASK")
     info_cols = _columns(con, "COMPUTE_TASK_INFO")
-    sel = ["c.globalTaskId"]
-    sel += [f"t.{k}" if k in task_cols else "NULL" for k in _TASK_COLS]
-    sel += [f"c.{k}" if k in info_cols else "NULL" for k in _INFO_COLS]
+    sel = [_int("c.globalTaskId")]
+    sel += [_int(f"t.{k}") if k in task_cols else "NULL" for k in _TASK_COLS]
+    sel += [_int(f"c.{k}") if k in info_cols else "NULL" for k in _INFO_COLS]
     rows = con.execute(f"SELECT {', '.join(sel)} FROM COMPUTE_TASK_INFO c "
                        "JOIN TASK t ON t.globalTaskId = c.globalTaskId ORDER BY t.startNs").fetchall()
     names = ["global_task_id", *_TASK_COLS.values(), *_INFO_COLS.values()]
-    df = pl.DataFrame(rows, schema=names, orient="row", infer_schema_length=None)
+    df = pl.DataFrame(rows, schema={n: pl.Int64 for n in names}, orient="row")
     rows_read = df.height
     if rows_read == 0:
         raise InputError("database holds no compute tasks", path=str(path))
 
-    df = df.with_columns([pl.col(c).cast(pl.Int64, strict=False)
-                          .replace_strict(strings, default=None, return_dtype=pl.Utf8).alias(c)
-                          for c in _STRING_REFS])
+    df = df.with_columns([pl.col(c).replace_strict(strings, default=None, return_dtype=pl.Utf8)
+                          .alias(c) for c in _STRING_REFS])
     df = df.with_columns([clean_text(pl.col(c)).alias(c) for c in _STRING_REFS])
     df = df.with_columns(
         strip_prefix(pl.col("input_dtypes"), "DT_"), strip_prefix(pl.col("output_dtypes"), "DT_"),
@@ -78,10 +98,14 @@ def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
         (pl.col("wait_ns").cast(pl.Float64) / 1000.0).alias("wait_us"),
         pl.lit(source).alias("source"))
     df = df.with_row_index("row", offset=1).with_columns(pl.col("row").cast(pl.Int64))
-    bad = df.filter(pl.col("start_ns").is_null() | pl.col("dur_us").is_null()
-                    | (pl.col("dur_us") < 0) | pl.col("name").is_null())
-    df = df.filter(pl.col("global_task_id").is_in(bad["global_task_id"].implode()).not_())
-    samples = [f"{source}:task {g}: missing time or name" for g in bad["global_task_id"].head(5)]
+    damaged = (pl.col("start_ns").is_null() | pl.col("dur_us").is_null()
+               | ~pl.col("dur_us").is_between(0, MAX_DURATION_US)
+               | ~pl.col("start_ns").is_between(0, MAX_START_NS, closed="left")
+               | pl.col("name").is_null())
+    bad = df.filter(damaged)
+    df = df.filter(~damaged)
+    samples = [f"{source}:task {g}: missing or impossible time, or no name"
+               for g in bad["global_task_id"].head(5)]
 
     if "TASK_PMU_INFO" in tables:
         df = df.join(_counters(con, strings), on="global_task_id", how="left")
@@ -106,9 +130,12 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
 
 def _counters(con: sqlite3.Connection, strings: dict) -> pl.DataFrame:
     """TASK_PMU_INFO pairs -> one column per counter, named and scaled like the CSV export."""
-    pmu = pl.DataFrame(con.execute("SELECT globalTaskId, name, value FROM TASK_PMU_INFO").fetchall(),
+    pmu = pl.DataFrame(con.execute(f"SELECT {_int('globalTaskId')}, {_int('name')}, "
+                                   f"{_real('value')} FROM TASK_PMU_INFO").fetchall(),
                        schema={"global_task_id": pl.Int64, "name": pl.Int64, "value": pl.Float64},
                        orient="row")
+    # a counter that is no finite number measures nothing
+    pmu = pmu.with_columns(pl.when(pl.col("value").is_finite()).then(pl.col("value")))
     if pmu.height == 0:
         return pl.DataFrame(schema={"global_task_id": pl.Int64})
     pmu = pmu.with_columns(pl.col("name").replace_strict(strings, default=None, return_dtype=pl.Utf8))
@@ -130,7 +157,9 @@ def _counters(con: sqlite3.Connection, strings: dict) -> pl.DataFrame:
 def _communication(con: sqlite3.Connection, strings: dict, source: str) -> pl.DataFrame:
     cols = _columns(con, "COMMUNICATION_OP")
     op_type = "opType" if "opType" in cols else "NULL"
-    rows = con.execute(f"SELECT opName, {op_type}, startNs, endNs FROM COMMUNICATION_OP").fetchall()
+    op_type = _int(op_type) if op_type != "NULL" else "NULL"
+    rows = con.execute(f"SELECT {_int('opName')}, {op_type}, {_int('startNs')}, {_int('endNs')} "
+                       "FROM COMMUNICATION_OP").fetchall()
     df = pl.DataFrame(rows, schema={"name": pl.Int64, "type": pl.Int64, "start_ns": pl.Int64,
                                     "end_ns": pl.Int64}, orient="row")
     return df.with_columns(
@@ -138,12 +167,15 @@ def _communication(con: sqlite3.Connection, strings: dict, source: str) -> pl.Da
         pl.col("type").replace_strict(strings, default=None, return_dtype=pl.Utf8),
         pl.lit("HCCL").alias("core"), pl.lit(source).alias("source"),
         ((pl.col("end_ns") - pl.col("start_ns")) / 1000.0).alias("dur_us"),
-    ).filter(pl.col("name").is_not_null() & pl.col("start_ns").is_not_null())
+    ).filter(pl.col("name").is_not_null() & pl.col("start_ns").is_not_null()
+             & pl.col("dur_us").is_between(0, MAX_DURATION_US)
+             & (pl.col("start_ns") < MAX_START_NS))
 
 
 def _assign_steps(con: sqlite3.Connection, df: pl.DataFrame) -> pl.DataFrame:
     """STEP_TIME(id, startNs, endNs): a task belongs to the step whose span holds its start."""
-    steps = pl.DataFrame(con.execute("SELECT id, startNs, endNs FROM STEP_TIME").fetchall(),
+    steps = pl.DataFrame(con.execute(f"SELECT {_int('id')}, {_int('startNs')}, {_int('endNs')} "
+                                     "FROM STEP_TIME").fetchall(),
                          schema={"step": pl.Int64, "step_start": pl.Int64, "step_end": pl.Int64},
                          orient="row").drop_nulls().sort("step_start")
     if steps.height == 0:
@@ -160,11 +192,12 @@ def _attach_stacks(con: sqlite3.Connection, strings: dict, df: pl.DataFrame) -> 
     CONNECTION_IDS -> PYTORCH_API (name, callchainId) -> PYTORCH_CALLCHAINS frames, depth 0
     (innermost) first, like the text export's `Call stack`."""
     api = pl.DataFrame(con.execute(
-        "SELECT ci.connectionId, p.name, p.callchainId FROM PYTORCH_API p "
-        "JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall(),
+        f"SELECT {_int('ci.connectionId')}, {_int('p.name')}, {_int('p.callchainId')} "
+        "FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall(),
         schema={"connection_id": pl.Int64, "launch": pl.Int64, "chain": pl.Int64}, orient="row")
     chains = pl.DataFrame(con.execute(
-        "SELECT id, stack, stackDepth FROM PYTORCH_CALLCHAINS").fetchall(),
+        f"SELECT {_int('id')}, {_int('stack')}, {_int('stackDepth')} "
+        "FROM PYTORCH_CALLCHAINS").fetchall(),
         schema={"chain": pl.Int64, "frame": pl.Int64, "depth": pl.Int64}, orient="row")
     if api.height == 0:
         return df
@@ -188,8 +221,8 @@ def _facts(con: sqlite3.Connection, tables: set[str], strings: dict) -> dict:
         if row and isinstance(row[0], str) and row[0].strip():
             facts["soc"] = row[0].strip()
     if "AICORE_FREQ" in tables:
-        row = con.execute("SELECT freq FROM AICORE_FREQ WHERE freq > 0 "
-                          "GROUP BY freq ORDER BY COUNT(*) DESC LIMIT 1").fetchone()
+        row = con.execute(f"SELECT {_real('freq')} AS f FROM AICORE_FREQ WHERE f > 0 "
+                          "AND f < 1e5 GROUP BY f ORDER BY COUNT(*) DESC LIMIT 1").fetchone()
         if row and row[0]:
             facts["freq_mhz"] = float(row[0])
     if "RANK_DEVICE_MAP" in tables:

@@ -8,13 +8,13 @@ module only looks at names and headers; the readers do the parsing.
 from __future__ import annotations
 
 import csv
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
 from . import columns as C
+from .metadata import load_small_json
 
 _MAX_DEPTH = 4
 _SKIP_DIRS = {"__pycache__", ".git", "node_modules"}
@@ -149,10 +149,8 @@ def _device_number(p: Path) -> int:
 def unit_rank(unit: Unit) -> int | None:
     """rank_id from profiler_info, else a number in the folder name (`rank1_ascend_pt`)."""
     for info in sorted(unit.root.glob("profiler_info*.json")):
-        try:
-            rank = json.loads(info.read_text(encoding="utf-8", errors="replace")).get("rank_id")
-        except (OSError, ValueError, AttributeError):
-            rank = None
+        data = load_small_json(info)
+        rank = data.get("rank_id") if isinstance(data, dict) else None
         if isinstance(rank, int) and rank >= 0:
             return rank
         m = re.search(r"profiler_info_(\d+)\.json$", info.name)

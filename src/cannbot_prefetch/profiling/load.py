@@ -17,6 +17,7 @@ from .companions import find_companions
 from .csv_reader import read_csv_rows
 from .db_reader import read_db_rows
 from .discover import Discovery, Unit, discover
+from .limits import Limits
 from .metadata import LEVEL0_NOTE, Meta, infer_level, read_meta
 from .readout import ReadResult
 from .stacks import attach_trace_stacks
@@ -40,12 +41,15 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     if counters not in ("all", "analysis"):
         raise ValueError(f"counters must be 'all' or 'analysis', not {counters!r}")
     user_path = str(path)
+    if not user_path.strip():   # Path("") is the current folder: never analyse that by accident
+        raise InputError("the profile path is empty", hint="name a profile folder or file")
     disc = discover(Path(path).expanduser(), rank=rank, run=run)
     pol = policy()
     bad_rows = pol.get("bad_rows", {})
     samples_kept = int(bad_rows.get("samples_kept", 5))
     keep = ANALYSIS_COUNTERS if counters == "analysis" else None
-    result = _read(disc.unit, samples_kept, keep)
+    limits = Limits.of(pol)
+    result = _read(disc.unit, samples_kept, keep, limits)
     _judge(result, disc.unit, float(bad_rows.get("max_fraction", 0.10)))
 
     df = result.df
@@ -58,7 +62,7 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     extras = find_companions(disc.unit)
     if layout in ("ascend_pt", "kernel_csv") and extras.get("trace_view") \
             and df["stack"].null_count() == df.height:
-        df = _borrow_stacks(df, Path(extras["trace_view"]), pol, notes)
+        df = _borrow_stacks(df, Path(extras["trace_view"]), limits, notes)
 
     exclude_first = bool(pol.get("steps", {}).get("exclude_first_as_warmup", True))
     chosen = select_steps(df, user_path, step=step, steps=steps, include_warmup=include_warmup,
@@ -79,27 +83,33 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     return Profile(table=KernelTable(chosen.df), info=info, extras=extras)
 
 
-def _borrow_stacks(df: pl.DataFrame, trace: Path, pol: dict, notes: list[str]) -> pl.DataFrame:
+def _borrow_stacks(df: pl.DataFrame, trace: Path, limits: "Limits",
+                   notes: list[str]) -> pl.DataFrame:
     """Stacks from the trace_view.json beside a kernel table, unless it is too big to parse."""
-    limit_mb = float(pol.get("profiling", {}).get("max_trace_mb", 512))
-    size_mb = trace.stat().st_size / 1e6
-    if size_mb > limit_mb:
-        notes.append(f"trace_view.json is {size_mb:.0f} MB (> {limit_mb:.0f} MB): call stacks "
-                     "not attached; export a shorter profile or pass the trace to map by stack")
+    size = trace.stat().st_size
+    if size > limits.trace_bytes:
+        notes.append(f"trace_view.json is {size / 1e6:.0f} MB (> {limits.trace_bytes / 1e6:.0f} "
+                     "MB, profiling.max_trace_mb): call stacks not attached; export fewer steps")
         return df
-    df, attached = attach_trace_stacks(df, trace)
+    df, attached = attach_trace_stacks(df, trace, limits.trace_bytes)
     if attached:
         notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
     return df
 
 
-def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None) -> ReadResult:
+def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None,
+          limits: "Limits") -> ReadResult:
     if unit.layout == "ascend_pt_db":
+        limits.check_size(unit.files[0], limits.table_bytes, "profiling.max_table_mb")
         return read_db_rows(unit.files[0], _source(unit, unit.files[0]))
     if unit.layout == "trace_view":
         from .trace_reader import read_trace_rows  # json parsing only when a trace is read
-        return read_trace_rows(unit.files[0], _source(unit, unit.files[0]))
-    parts = [read_csv_rows(f, _source(unit, f), samples_kept, keep) for f in unit.files]
+        limits.check_size(unit.files[0], limits.trace_bytes, "profiling.max_trace_mb")
+        return read_trace_rows(unit.files[0], _source(unit, unit.files[0]), limits.trace_bytes)
+    for f in unit.files:
+        limits.check_size(f, limits.table_bytes, "profiling.max_table_mb")
+    parts = [read_csv_rows(f, _source(unit, f), samples_kept, keep, limits.columns)
+             for f in unit.files]
     if len(parts) == 1:
         return parts[0]
     merged = ReadResult(pl.concat([p.df for p in parts], how="diagonal_relaxed"),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from . import columns as C
 
+_MAX_META_BYTES = 16 << 20   # profiler_info / info.json are a few KB
+
 
 @dataclass
 class Meta:
@@ -38,7 +40,7 @@ def read_meta(root: Path, search_root: Path | None = None) -> Meta:
     meta = Meta()
     sources: list[str] = []
     for info in _profiler_infos(root):
-        data = _load_json(info)
+        data = load_small_json(info)
         if not isinstance(data, dict):
             continue
         sources.append(str(info))
@@ -55,7 +57,7 @@ def read_meta(root: Path, search_root: Path | None = None) -> Meta:
         if where is None or meta.cube_cores is not None:
             continue
         for info in _device_infos(where, depth):
-            device = _device_info(_load_json(info))
+            device = _device_info(load_small_json(info))
             if device:
                 sources.append(str(info))
                 meta.fill(**device)
@@ -82,10 +84,14 @@ def _device_infos(root: Path, max_depth: int) -> list[Path]:
     return found
 
 
-def _load_json(path: Path):
+def load_small_json(path: Path):
+    """A small metadata JSON (a BOM tolerated); None when unreadable, huge or not JSON, since
+    metadata only ever adds facts: its damage never costs the kernels."""
     try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, ValueError):
+        if path.stat().st_size > _MAX_META_BYTES:
+            return None
+        return json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
+    except (OSError, ValueError, RecursionError):
         return None
 
 

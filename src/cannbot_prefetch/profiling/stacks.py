@@ -13,11 +13,12 @@ import polars as pl
 from ..errors import InputError
 
 
-def attach_trace_stacks(df: pl.DataFrame, trace_path: Path) -> tuple[pl.DataFrame, int]:
+def attach_trace_stacks(df: pl.DataFrame, trace_path: Path,
+                        max_bytes: int) -> tuple[pl.DataFrame, int]:
     """Fill `stack` (and add `launch_op`) where a trace kernel starts at the same ns."""
     from .trace_reader import read_trace_rows
     try:
-        trace = read_trace_rows(trace_path, trace_path.name)
+        trace = read_trace_rows(trace_path, trace_path.name, max_bytes)
     except InputError:
         return df, 0
     if trace.meta.get("flavour") != "trace_view":

@@ -20,10 +20,12 @@ import polars as pl
 
 from ..errors import InputError
 from .readout import ReadResult, conform
-from .trace_events import STEP_MARKER, Span, span, threads
+from .trace_events import STEP_MARKER, Event, Span, Trace, threads
 from .values import to_int64
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+HOST_CATS = ("cpu_op", "python_function", "user_annotation")
+_SAMPLES = 5
 
 # PyTorch's C++ type names -> the dtype spelling of the Ascend exports (REFERENCE.md §3.3).
 TORCH_DTYPES = {"c10::BFloat16": "BF16", "c10::Half": "FLOAT16", "float": "FLOAT",
@@ -35,44 +37,45 @@ MATMUL_ATEN = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul", "aten:
                "aten::baddbmm")
 
 
-def torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
-    by_thread = threads(events, lambda e: e.get("cat") in ("cpu_op", "python_function")
-                        and not STEP_MARKER.match(e.get("name") or ""))
+def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
+    events = trace.events
+    by_thread = threads(events, lambda e: e.cat in ("cpu_op", "python_function")
+                        and not STEP_MARKER.match(e.name or ""))
     steps = _step_spans(events)
-    kernels = _device_kernels(events)
+    kernels, bad_kernels = _device_kernels(events)
     rows, bad, host_only = [], 0, 0
     for (_pid, tid), spans in by_thread.items():
-        launched = _kernels_by_outer_op(events, spans, kernels) if kernels else {}
+        launched = _kernels_by_outer_op(spans, kernels) if kernels else {}
         for s in spans:
-            ev = events[s.index]
-            if ev.get("cat") != "cpu_op" or _has_cpu_op_ancestor(events, spans, s):
+            ev = s.event
+            if ev.cat != "cpu_op" or _has_cpu_op_ancestor(spans, s):
                 continue
-            if kernels and not launched.get(s.index):
+            if kernels and not launched.get(ev.index):
                 host_only += 1
                 continue
-            args = ev.get("args") or {}
-            name = ev.get("name")
-            if not name:
+            if not ev.name:
                 bad += 1
                 continue
-            dims = args.get("Input Dims")
-            shapes = _shapes_text(dims)
-            dtypes = _types_text(args.get("Input type"))
-            out = output_dims(str(name), dims) if str(name) in MATMUL_ATEN else None
+            dims = ev.arg("Input Dims")
+            out = output_dims(ev.name, dims) if ev.name in MATMUL_ATEN else None
             start, dur_us, stream, core = s.start, (s.end - s.start) / 1000.0, str(tid), "CPU"
             if kernels:
-                ks = launched[s.index]
+                ks = launched[ev.index]
                 start = min(k[0] for k in ks)
                 dur_us = sum(k[1] - k[0] for k in ks) / 1000.0
                 stream, core = ks[0][2], "GPU"
-            rows.append({"row": s.index, "name": str(name), "type": str(name), "core": core,
+            rows.append({"row": ev.index, "name": ev.name, "type": ev.name, "core": core,
                          "start_ns": start, "dur_us": dur_us,
-                         "stream": stream, "input_shapes": shapes, "input_dtypes": dtypes,
+                         "stream": stream, "input_shapes": _shapes_text(dims),
+                         "input_dtypes": _types_text(ev.arg("Input type")),
                          "output_shapes": None if out is None else ",".join(map(str, out)),
-                         "output_dtypes": _first_dtype(args.get("Input type")) if out else None,
-                         "stack": _python_stack(events, spans, s),
-                         "step": _step_at(steps, s.start)})
-    if not rows:
+                         "output_dtypes": _first_dtype(ev.arg("Input type")) if out else None,
+                         "stack": _python_stack(spans, s),
+                         "step": _step_at(steps, s.start),
+                         "__thread": (_pid, tid), "__host": s.start,
+                         "__ext": {k[3] for k in launched[ev.index]} if kernels else ()})
+    rows, dropped, samples = _drop_damaged(rows, events, steps, bad_kernels, source)
+    if not rows and not dropped:
         raise InputError("trace holds no cpu_op events (record with "
                          "torch.profiler.profile(record_shapes=True, with_stack=True))",
                          path=str(path))
@@ -80,58 +83,117 @@ def torch_rows(events: list[dict], source: str, path: Path) -> ReadResult:
                                               "step": pl.Int64,
                                               "output_dtypes": pl.Utf8, "stack": pl.Utf8,
                                               "input_shapes": pl.Utf8, "input_dtypes": pl.Utf8},
-                      infer_schema_length=None)
-    df = df.with_columns(pl.lit(source).alias("source")).sort("start_ns")
+                      infer_schema_length=None) if rows else pl.DataFrame()
+    if rows:
+        df = df.with_columns(pl.lit(source).alias("source")).sort("start_ns")
     notes = [f"{source}: PyTorch profiler trace: one row per outermost cpu_op per thread"]
     if kernels:
         notes.append(f"{source}: device kernels found: each op is timed by its kernels "
                      f"(device time, not host time); {host_only} host-only op(s) dropped")
-    return ReadResult(conform(df), rows_read=len(rows) + bad, skipped=bad, notes=notes)
+    skipped = bad + dropped
+    return ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
+                      samples=samples, notes=notes)
 
 
-def _device_kernels(events: list[dict]) -> dict[int, list[tuple[int, int, str]]]:
-    """External id -> [(start_ns, end_ns, stream)] of the device kernels it launched."""
-    out: dict[int, list[tuple[int, int, str]]] = {}
-    for i, e in enumerate(events):
-        if e.get("cat") in DEVICE_CATS and e.get("ph") == "X":
-            args = e.get("args") or {}
-            ext = to_int64(args.get("External id"))
-            sp = span(e, i)
-            if ext is not None and sp is not None:
-                out.setdefault(ext, []).append((sp.start, sp.end, str(args.get("stream", ""))))
-    return out
+def _drop_damaged(rows: list[dict], events: list[Event], steps: list[tuple[int, int, int]],
+                  bad_kernels: set, source: str) -> tuple[list[dict], int, list[str]]:
+    """Ops whose timing or nesting a damaged event makes unknowable, dropped and counted.
+
+    A host event without a usable ts/dur leaves its children looking outermost (a spurious op)
+    and its step short of one: every op of the step it lies in goes (of its thread, when it
+    lies in no step). A damaged step marker takes the ops from its start to the next step; a
+    damaged device kernel, the op that launched it. Damage is counted like a bad CSV row,
+    so the loader's share rule decides whether the rest is usable.
+    """
+    damaged = [e for e in events if e.bad is not None and e.cat in HOST_CATS + DEVICE_CATS]
+    if not damaged:
+        for r in rows:
+            del r["__thread"], r["__host"], r["__ext"]
+        return rows, 0, []
+    starts = [st for st, _, _ in steps]
+    gone_steps: set[int] = set()
+    gone_threads: set = set()
+    gone_spans: list[tuple[int, int]] = []
+    samples: list[str] = []
+    for e in damaged:
+        what = f"{source}:event {e.index}: {e.cat or 'event'} {e.name or ''} {e.bad}".replace("  ", " ")
+        if e.cat in DEVICE_CATS:
+            samples.append(what + "; its op dropped")
+            continue
+        marker = STEP_MARKER.match(e.name or "")
+        if marker and e.start is not None:
+            nxt = next((st for st in starts if st > e.start), None)
+            gone_spans.append((e.start, nxt if nxt is not None else 2 ** 63))
+            samples.append(what + f"; step {marker.group(1)} dropped")
+            continue
+        step = _step_at(steps, e.start) if e.start is not None else None
+        if step is not None and not marker:
+            gone_steps.add(step)
+            samples.append(what + f"; step {step} dropped")
+        else:
+            gone_threads.add((e.pid, e.tid))
+            samples.append(what + "; its thread's ops dropped")
+    kept = []
+    for r in rows:
+        if (r["step"] in gone_steps or r["__thread"] in gone_threads
+                or any(a <= r["__host"] < b for a, b in gone_spans)
+                or any(x in bad_kernels for x in r["__ext"])):
+            continue
+        del r["__thread"], r["__host"], r["__ext"]
+        kept.append(r)
+    return kept, len(damaged) + len(rows) - len(kept), samples[:_SAMPLES]
 
 
-def _kernels_by_outer_op(events: list[dict], spans: list[Span], kernels: dict) -> dict:
+def _device_kernels(events: list[Event]) -> tuple[dict, set]:
+    """External id -> [(start_ns, end_ns, stream, ext)] of the device kernels it launched, and
+    the External ids with a damaged kernel."""
+    out: dict[int, list[tuple[int, int, str, int]]] = {}
+    bad: set[int] = set()
+    for e in events:
+        if e.cat in DEVICE_CATS:
+            ext = to_int64(e.arg("External id"))
+            if ext is None:
+                continue
+            if e.bad is not None:
+                bad.add(ext)
+                out.setdefault(ext, [])
+                continue
+            stream = e.arg("stream")
+            out.setdefault(ext, []).append((e.start, e.end, "" if stream is None else str(stream),
+                                            ext))
+    return out, bad
+
+
+def _kernels_by_outer_op(spans: list[Span], kernels: dict) -> dict:
     """Outermost cpu_op's event index -> the kernels launched anywhere inside it."""
-    out: dict[int, list[tuple[int, int, str]]] = {}
+    out: dict[int, list[tuple[int, int, str, int]]] = {}
     for s in spans:
-        ev = events[s.index]
-        if ev.get("cat") != "cpu_op":
+        ev = s.event
+        if ev.cat != "cpu_op":
             continue
-        ks = kernels.get(to_int64((ev.get("args") or {}).get("External id")))
-        if not ks:
+        ext = to_int64(ev.arg("External id"))
+        if ext not in kernels:
             continue
+        ks = kernels[ext] or [(s.start, s.start, "", ext)]  # only damaged kernels: still its op
         outer, k = s, s.parent
         while k >= 0:
-            if events[spans[k].index].get("cat") == "cpu_op":
+            if spans[k].event.cat == "cpu_op":
                 outer = spans[k]
             k = spans[k].parent
-        out.setdefault(outer.index, []).extend(ks)
+        out.setdefault(outer.event.index, []).extend(ks)
     for ks in out.values():
         ks.sort()
     return out
 
 
-def _step_spans(events: list[dict]) -> list[tuple[int, int, int]]:
-    """(start, end, N) of every `ProfilerStep#N` marker (user_annotation or cpu_op)."""
+def _step_spans(events: list[Event]) -> list[tuple[int, int, int]]:
+    """(start, end, N) of every host `ProfilerStep#N` marker (user_annotation or cpu_op): ops
+    are placed by their host time, so the device copies (gpu_user_annotation) do not count."""
     out = []
-    for i, e in enumerate(events):
-        m = STEP_MARKER.match(e.get("name") or "")
-        if m and e.get("ph") == "X":
-            s = span(e, i)
-            if s is not None:
-                out.append((s.start, s.end, int(m.group(1))))
+    for e in events:
+        m = STEP_MARKER.match(e.name or "")
+        if m and e.bad is None and e.cat in HOST_CATS:
+            out.append((e.start, e.end, int(m.group(1))))
     return sorted(out)
 
 
@@ -142,22 +204,22 @@ def _step_at(steps: list[tuple[int, int, int]], ts: int) -> int | None:
     return None
 
 
-def _has_cpu_op_ancestor(events: list[dict], spans: list[Span], s: Span) -> bool:
+def _has_cpu_op_ancestor(spans: list[Span], s: Span) -> bool:
     k = s.parent
     while k >= 0:
-        if events[spans[k].index].get("cat") == "cpu_op":
+        if spans[k].event.cat == "cpu_op":
             return True
         k = spans[k].parent
     return False
 
 
-def _python_stack(events: list[dict], spans: list[Span], s: Span) -> str | None:
+def _python_stack(spans: list[Span], s: Span) -> str | None:
     frames = []
     k = s.parent
     while k >= 0:
-        ev = events[spans[k].index]
-        if ev.get("cat") == "python_function" and ev.get("name"):
-            frames.append(str(ev["name"]))
+        ev = spans[k].event
+        if ev.cat == "python_function" and ev.name:
+            frames.append(ev.name)
         k = spans[k].parent
     return ";".join(frames) or None
 
@@ -169,7 +231,7 @@ def _dims_list(dims) -> list | None:
         out = []
         for part in dims.replace("\r", "").replace("\n", "").split(";"):
             part = part.strip()
-            out.append([_int(x) for x in part.split(",")] if part else [])
+            out.append([_int_or_text(x) for x in part.split(",")] if part else [])
         return out
     return None
 
@@ -190,9 +252,10 @@ def _shapes_text(dims) -> str | None:
 
 def _types_text(types) -> str | None:
     if isinstance(types, list):
-        return ";".join(TORCH_DTYPES.get(str(t), str(t)) for t in types)
+        types = ";".join(str(t) for t in types)
     if isinstance(types, str):
-        return ";".join(t.strip() for t in types.replace("\r", "").split(";"))
+        return ";".join(TORCH_DTYPES.get(t.strip(), t.strip())
+                        for t in types.replace("\r", "").replace("\n", "").split(";"))
     return None
 
 
@@ -250,5 +313,7 @@ def _matmul(a: list[int], b: list[int]) -> list[int] | None:
     return out
 
 
-def _int(value) -> int | None:
-    return to_int64(value)
+def _int_or_text(value: str) -> int | str:
+    """A dim as written: an integer, or kept as text (a symbolic `s0`) for the caller to judge."""
+    n = to_int64(value)
+    return value.strip() if n is None else n

@@ -1,88 +1,187 @@
-"""Chrome trace events: parsing, sanitizing, and who-encloses-whom per thread.
+"""Chrome trace events: the compact store both trace readers work from, and nesting per thread.
 
-Shared by the Ascend trace_view reader and the PyTorch trace reader. Timestamps are decimal
-µs (strings in Ascend exports, numbers in torch's); the JSON is parsed with floats kept as text
-so every digit reaches the ns conversion.
+Shared by the Ascend trace_view reader and the PyTorch trace reader. The file is streamed
+(json_stream.py) and only what the readers use is kept, as slotted `Event`s with repeated
+strings (names, call stacks, shapes) stored once: complete ('X') events of the categories the
+readers look at, `async_npu` flow starts, and process/thread names. Timestamps are decimal µs
+(strings in Ascend exports, numbers in torch's), parsed from their text so every digit reaches
+the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so each
+reader counts it as damage instead of losing it silently.
 """
 
 from __future__ import annotations
 
 import bisect
-import gzip
-import json
+import functools
 import re
-import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from .values import text_to_ns, to_number
+from .json_stream import TraceStream
+from .values import MAX_DURATION_US, text_to_ns, to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
+
+# 'X' categories no reader looks at (queueing, runtime API calls): not kept. Everything else
+# is, since Ascend's hardware and HCCL events carry no category or one a new release may add.
+UNUSED_CATS = frozenset({"enqueue", "dequeue", "cuda_runtime", "cuda_driver", "overhead",
+                         "Trace", "gpu_user_annotation"})
+# args kept: text (torch's shape/type lists spelled as text, stored once) and scalar ids.
+_TEXT_ARGS = ("Call stack", "Input Dims", "Input type", "Task Type")
+_TEXT_INDEX = {k: i for i, k in enumerate(_TEXT_ARGS)}
+_ID_ARGS = frozenset({"External id", "stream", "Physic Stream Id", "Stream Id", "Task Id",
+                      "Model Id"})
+
+
+@dataclass(slots=True)
+class Event:
+    index: int                 # position in the trace's event list
+    cat: str | None
+    name: str | None
+    pid: int | str | None
+    tid: int | str | None
+    start: int | None          # ns
+    dur_us: float | None
+    texts: tuple | None        # the kept text args, in _TEXT_ARGS order (None: none present)
+    ids: dict | None           # the kept id args (None: none present)
+    bad: str | None = None     # why ts/dur are unusable
+
+    @property
+    def end(self) -> int:
+        return self.start + round(self.dur_us * 1000)
+
+    def arg(self, key: str):
+        k = _TEXT_INDEX.get(key)
+        if k is not None:
+            return None if self.texts is None else self.texts[k]
+        return None if self.ids is None else self.ids.get(key)
+
+
+@dataclass
+class Trace:
+    events: list[Event]                         # kept 'X' events, in file order
+    flavour: str                                # ascend | torch
+    procs: dict = field(default_factory=dict)   # pid -> process name
+    thread_names: dict = field(default_factory=dict)  # (pid, tid) -> thread name
+    flows: dict = field(default_factory=dict)   # async_npu flow id -> ((pid, tid), ts ns)
 
 
 @dataclass
 class Span:
     start: int
     end: int
-    index: int          # position in the event list
+    event: Event
     parent: int = -1    # index into the thread's span list
 
 
-def load_trace_events(path: Path) -> tuple[list[dict], str]:
-    """Parse a trace file -> (events, flavour 'ascend' | 'torch'); InputError if not a trace."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            data = json.load(fh, parse_float=str)  # keep every digit of µs timestamps
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(f"cannot read ({getattr(exc, 'strerror', None) or exc})",
-                         path=str(path)) from None
-    except ValueError as exc:
-        raise InputError(f"not valid JSON ({exc})", path=str(path)) from None
-    if isinstance(data, dict) and isinstance(data.get("traceEvents"), list):
-        events, flavour = data["traceEvents"], "torch"
-    elif isinstance(data, list):
-        events, flavour = data, "ascend"
-    else:
-        raise InputError("JSON is not a Chrome trace (no event list or traceEvents)", path=str(path))
-    events = [c for c in (_sanitize(e) for e in events) if c is not None]
-    if not any(e.get("ph") == "X" for e in events):
+def load_trace(path: Path, max_bytes: int) -> Trace:
+    """Stream a trace file into a Trace; InputError if it is not one (or too big)."""
+    stream = TraceStream(path, max_bytes)
+    keep: list[Event] = []
+    procs: dict = {}
+    names: dict = {}
+    flows: dict = {}
+    seen_x = False
+    strings: dict = {}
+    intern = strings.setdefault
+    for i, e in enumerate(stream.events()):
+        if not isinstance(e, dict):
+            continue
+        ph = e.get("ph")
+        if ph == "X":
+            seen_x = True
+            cat, name = e.get("cat"), e.get("name")
+            cat = cat if isinstance(cat, str) else None
+            name = intern(name, name) if isinstance(name, str) and name else None
+            if cat in UNUSED_CATS and not (name and STEP_MARKER.match(name)):
+                continue
+            keep.append(_event(i, e, cat, name, intern))
+        elif ph == "s" and e.get("cat") == "async_npu":
+            ts, fid = text_to_ns(e.get("ts")), to_int64(e.get("id"))
+            if ts is not None and fid is not None:
+                flows[fid] = ((_ident(e.get("pid")), _ident(e.get("tid"))), ts)
+        elif ph == "M":
+            args = e.get("args")
+            label = args.get("name") if isinstance(args, dict) else None
+            if not isinstance(label, str):
+                continue
+            if e.get("name") == "process_name":
+                procs[_ident(e.get("pid"))] = label
+            elif e.get("name") == "thread_name":
+                names[(_ident(e.get("pid")), _ident(e.get("tid")))] = label
+    if not seen_x:
         raise InputError("trace holds no complete ('X') events", path=str(path))
-    if "Ascend Hardware" in process_names(events).values():
-        flavour = "ascend"
-    return events, flavour
+    flavour = "ascend" if stream.top == "list" or "Ascend Hardware" in procs.values() else "torch"
+    return Trace(keep, flavour, procs, names, flows)
 
 
-def _sanitize(event) -> dict | None:
-    """An event with the fields this reader uses in usable types (hand-edited or damaged
-    traces put lists where ids belong); anything else is ignored."""
-    if not isinstance(event, dict):
-        return None
-    out = dict(event)
-    for key in ("pid", "tid"):
-        if not isinstance(out.get(key), (int, str)) or isinstance(out.get(key), bool):
-            out[key] = None
-    for key in ("name", "cat", "ph"):
-        if not isinstance(out.get(key), str):
-            out[key] = None
-    if not isinstance(out.get("args"), dict):
-        out["args"] = {}
-    return out
-
-
-def process_names(events: list[dict]) -> dict:
-    return {e.get("pid"): e["args"].get("name") for e in events
-            if e.get("ph") == "M" and e.get("name") == "process_name"
-            and isinstance(e["args"].get("name"), str)}
-
-
-def span(e: dict, i: int) -> Span | None:
+def _event(i: int, e: dict, cat: str | None, name: str | None, intern) -> Event:
     start = text_to_ns(e.get("ts"))
-    dur = to_number(e.get("dur"))
-    if start is None or dur is None or dur < 0:
+    dur = e.get("dur")
+    try:
+        dur = float(dur) if isinstance(dur, (str, int, float)) and not isinstance(dur, bool) \
+            else None
+    except ValueError:
+        dur = None
+    bad = None
+    if start is None:
+        bad = "no valid ts"
+    elif dur is None or not 0 <= dur <= MAX_DURATION_US:   # NaN fails both comparisons
+        bad = "no valid dur"
+        dur = None
+    raw = e.get("args")
+    texts = ids = None
+    if raw and isinstance(raw, dict):
+        for key, v in raw.items():
+            k = _TEXT_INDEX.get(key)
+            if k is not None:
+                if not isinstance(v, str):
+                    v = _listed_text(key, v)
+                    if v is None:
+                        continue
+                if texts is None:
+                    texts = [None, None, None, None]
+                texts[k] = intern(v, v)
+            elif key in _ID_ARGS and type(v) in (int, str):
+                if ids is None:
+                    ids = {}
+                ids[key] = v
+        if texts is not None:
+            texts = tuple(texts)
+    pid, tid = e.get("pid"), e.get("tid")
+    return Event(i, cat, name, pid if type(pid) in (int, str) else None,
+                 tid if type(tid) in (int, str) else None, start, dur, texts, ids, bad)
+
+
+def _listed_text(key: str, value) -> str | None:
+    """torch writes Input Dims / Input type as lists: kept as the Ascend text spelling
+    (`1,16,256;1024,256`, `c10::BFloat16;long int`), so equal values are stored once."""
+    if not isinstance(value, list):
         return None
-    return Span(start, start + round(dur * 1000), i)
+    if key == "Input Dims":
+        parts = []
+        for d in value:
+            ok = isinstance(d, list) and all(isinstance(x, (int, str)) and not isinstance(x, bool)
+                                             for x in d)
+            parts.append(",".join(str(x) for x in d) if ok else "")
+        return ";".join(parts)
+    if key == "Input type":
+        return ";".join(str(t) for t in value)
+    return None
+
+
+def _ident(value):
+    """pid/tid as written (int or text); anything else (lists, floats) is no id."""
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def span(e: Event) -> Span | None:
+    if e.bad is not None:
+        return None
+    return Span(e.start, e.end, e)
 
 
 def nest(spans: list[Span]) -> list[Span]:
@@ -109,17 +208,16 @@ def enclosing(spans: list[Span], starts: list[int], ts: int) -> list[Span]:
     return out
 
 
-def threads(events: list[dict], keep) -> dict:
-    """(pid, tid) -> nested spans of the events `keep(e)` accepts."""
+def threads(events: list[Event], keep) -> dict:
+    """(pid, tid) -> nested spans of the usable events `keep(e)` accepts."""
     by_thread: dict = {}
-    for i, e in enumerate(events):
-        if e.get("ph") == "X" and keep(e):
-            s = span(e, i)
-            if s is not None:
-                by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(s)
+    for e in events:
+        if e.bad is None and keep(e):
+            by_thread.setdefault((e.pid, e.tid), []).append(Span(e.start, e.end, e))
     return {k: nest(v) for k, v in by_thread.items()}
 
 
+@functools.lru_cache(maxsize=8192)   # a trace repeats the same few stacks every step
 def join_stack(text: str | None) -> str | None:
     """`a(1): f;\\r\\nb(2): g` -> `a(1): f;b(2): g`."""
     if not text:

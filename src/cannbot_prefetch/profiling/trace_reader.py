@@ -17,69 +17,71 @@ import polars as pl
 from ..errors import InputError
 from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
-from .trace_events import (STEP_MARKER, Span, enclosing, join_stack, load_trace_events,
-                           process_names, threads)
-from .values import text_to_ns, to_int64, to_number
+from .trace_events import STEP_MARKER, Event, Span, Trace, enclosing, join_stack, load_trace, threads
+from .values import to_int64
 
 __all__ = ["read_trace_rows", "output_dims"]
 
+_SAMPLES = 5
 
-def read_trace_rows(path: Path, source: str) -> ReadResult:
-    events, flavour = load_trace_events(path)
-    if flavour == "ascend":
-        result = _ascend_rows(events, source, path)
+
+def read_trace_rows(path: Path, source: str, max_bytes: int) -> ReadResult:
+    """A trace file (Ascend trace_view or PyTorch) -> ReadResult; `max_bytes` caps what is
+    read (after gzip), so a huge or hostile file is refused instead of filling memory."""
+    trace = load_trace(path, max_bytes)
+    if trace.flavour == "ascend":
+        result = _ascend_rows(trace, source, path)
         result.meta["flavour"] = "trace_view"
     else:
-        result = torch_rows(events, source, path)
+        result = torch_rows(trace, source, path)
         result.meta["flavour"] = "torch_trace"
     return result
 
 
+_COLUMNS = {"row": pl.Int64, "name": pl.Utf8, "type": pl.Utf8, "core": pl.Utf8,
+            "start_ns": pl.Int64, "dur_us": pl.Float64, "stream": pl.Utf8, "task_id": pl.Int64,
+            "model_id": pl.Int64, "stack": pl.Utf8, "launch_op": pl.Utf8,
+            "launch_input_dims": pl.Utf8, "step": pl.Int64}
 
-def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
-    procs = process_names(events)
-    hardware = {pid for pid, name in procs.items() if name == "Ascend Hardware"}
-    flows = {}
-    for e in events:
-        if e.get("cat") == "async_npu" and e.get("ph") == "s":
-            ts = text_to_ns(e.get("ts"))
-            fid = _flow_id(e.get("id"))
-            if ts is not None and fid is not None:
-                flows[fid] = ((e.get("pid"), e.get("tid")), ts)
-    cpu = threads(events, lambda e: e.get("cat") in ("cpu_op", "python_function"))
+
+def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
+    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+    cpu = threads(trace.events, lambda e: e.cat in ("cpu_op", "python_function"))
     cpu_starts = {k: [s.start for s in v] for k, v in cpu.items()}
 
-    rows, bad, samples = [], 0, []
-    kernels = [(i, e) for i, e in enumerate(events)
-               if e.get("ph") == "X" and e.get("pid") in hardware]
-    for i, e in kernels:
-        args = e.get("args") or {}
-        start = text_to_ns(e.get("ts"))
-        dur = to_number(e.get("dur"))
-        if start is None or dur is None or dur < 0 or not e.get("name"):
+    cols: dict[str, list] = {c: [] for c in _COLUMNS}
+    bad, samples = 0, []
+    kernels = [e for e in trace.events if e.pid in hardware]
+    types: dict[str, str | None] = {}
+    for e in kernels:
+        if e.bad is not None or e.name is None:
             bad += 1
-            if len(samples) < 5:
-                samples.append(f"{source}:event {i}: kernel without name/ts/dur")
+            if len(samples) < _SAMPLES:
+                samples.append(f"{source}:event {e.index}: kernel {e.bad or 'without a name'}")
             continue
-        name = str(e["name"])
-        stream = args.get("Physic Stream Id", args.get("Stream Id"))
-        row = {"row": i, "name": name, "type": _type_from_name(name),
-               "core": _text(args.get("Task Type")), "start_ns": start, "dur_us": dur,
-               "stream": None if stream is None else str(stream),
-               "task_id": _int(args.get("Task Id")), "model_id": _int(args.get("Model Id")),
-               "stack": None, "launch_op": None, "launch_input_dims": None, "step": None}
-        flow = flows.get(start)
+        stream = e.arg("Physic Stream Id")
+        if stream is None:
+            stream = e.arg("Stream Id")
+        if e.name not in types:
+            types[e.name] = _type_from_name(e.name)
+        launch = (None, None, None, None)
+        flow = trace.flows.get(e.start)
         if flow is not None and flow[0] in cpu:
-            _attach_launch(row, events, cpu[flow[0]], cpu_starts[flow[0]], flow[1])
-        rows.append(row)
-    if not rows:
+            launch = _launch(cpu[flow[0]], cpu_starts[flow[0]], flow[1])
+        for col, v in (("row", e.index), ("name", e.name), ("type", types[e.name]),
+                       ("core", _text(e.arg("Task Type"))), ("start_ns", e.start),
+                       ("dur_us", e.dur_us), ("stream", None if stream is None else str(stream)),
+                       ("task_id", to_int64(e.arg("Task Id"))),
+                       ("model_id", to_int64(e.arg("Model Id"))), ("stack", launch[0]),
+                       ("launch_op", launch[1]), ("launch_input_dims", launch[2]),
+                       ("step", launch[3])):
+            cols[col].append(v)
+    if not kernels:
         raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
-    rows.extend(_communication_rows(events, procs))
-    df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "task_id": pl.Int64, "step": pl.Int64,
-                                              "model_id": pl.Int64, "stream": pl.Utf8,
-                                              "core": pl.Utf8, "type": pl.Utf8, "stack": pl.Utf8,
-                                              "launch_op": pl.Utf8, "launch_input_dims": pl.Utf8},
-                      infer_schema_length=None)
+    host_bad = [e for e in trace.events if e.bad is not None and e.pid not in hardware
+                and e.cat in ("cpu_op", "python_function")]
+    _communication_rows(trace, cols)
+    df = pl.DataFrame({c: pl.Series(c, v, dtype=_COLUMNS[c]) for c, v in cols.items()})
     df = df.with_columns(pl.lit(source).alias("source"))
     df, memsets = drop_memset(df)
     notes = [f"{source}: kernel types derived from aclnn kernel names; no shapes in a trace"]
@@ -87,56 +89,56 @@ def _ascend_rows(events: list[dict], source: str, path: Path) -> ReadResult:
         notes.append(f"{source}: {memsets} MemSet helper kernel(s) excluded")
     linked = df["stack"].is_not_null().sum()
     notes.append(f"{source}: call stacks attached to {linked} of {df.height} kernels via async_npu flows")
-    return ReadResult(conform(df.sort("start_ns")), rows_read=len(kernels), skipped=bad,
-                      samples=samples, notes=notes)
+    if host_bad:
+        # Kernel rows keep their hardware times; only the stacks inside these ops are unsure.
+        notes.append(f"{source}: {len(host_bad)} host event(s) without a valid ts/dur ignored "
+                     "(call stacks of kernels launched inside them may be incomplete)")
+        for e in host_bad[:_SAMPLES - len(samples)]:
+            samples.append(f"{source}:event {e.index}: {e.cat} {e.name or ''} {e.bad}")
+    return ReadResult(conform(df.sort("start_ns")), rows_read=len(kernels) + len(host_bad),
+                      skipped=bad + len(host_bad), samples=samples, notes=notes)
 
 
-def _communication_rows(events: list[dict], procs: dict) -> list[dict]:
+def _communication_rows(trace: Trace, cols: dict[str, list]) -> None:
     """HCCL ops as kernel_details shows them (core HCCL, no stream): the events on the HCCL
     process's "Group N Communication" threads; the "Plane" threads hold their sub-tasks."""
-    hccl = {pid for pid, name in procs.items() if name == "HCCL"}
-    op_threads = {(e.get("pid"), e.get("tid")) for e in events
-                  if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in hccl
-                  and "Communication" in str(e["args"].get("name", ""))}
-    rows = []
-    for i, e in enumerate(events):
-        if e.get("ph") != "X" or (e.get("pid"), e.get("tid")) not in op_threads or not e.get("name"):
+    hccl = {pid for pid, name in trace.procs.items() if name == "HCCL"}
+    op_threads = {key for key, name in trace.thread_names.items()
+                  if key[0] in hccl and "Communication" in name}
+    if not op_threads:
+        return
+    for e in trace.events:
+        if (e.pid, e.tid) not in op_threads or not e.name or e.bad is not None:
             continue
-        start, dur = text_to_ns(e.get("ts")), to_number(e.get("dur"))
-        if start is None or dur is None or dur < 0:
-            continue
-        m = re.match(r"^(hcom_[A-Za-z]+_)", e["name"])
-        rows.append({"row": i, "name": e["name"], "type": m.group(1) if m else e["name"],
-                     "core": "HCCL", "start_ns": start, "dur_us": dur, "stream": None,
-                     "task_id": None, "model_id": None, "stack": None, "launch_op": None,
-                     "launch_input_dims": None, "step": None})
-    return rows
+        m = re.match(r"^(hcom_[A-Za-z]+_)", e.name)
+        row = {"row": e.index, "name": e.name, "type": m.group(1) if m else e.name,
+               "core": "HCCL", "start_ns": e.start, "dur_us": e.dur_us}
+        for col, v in cols.items():
+            v.append(row.get(col))
 
 
-def _flow_id(value) -> int | None:
-    return to_int64(value)
-
-
-def _attach_launch(row: dict, events: list[dict], spans: list[Span], starts: list[int],
-                   ts: int) -> None:
-    """Innermost enclosing cpu_op names the launch; the nearest `Call stack` gives the source."""
+def _launch(spans: list[Span], starts: list[int], ts: int) -> tuple:
+    """(stack, launch op, its input dims, step) of a kernel launched at `ts`: the innermost
+    enclosing cpu_op names the launch, the nearest `Call stack` gives the source (else the
+    python_function frames), the enclosing `ProfilerStep#N` the step."""
     frames: list[str] = []
+    stack = op = dims = step = None
     for s in enclosing(spans, starts, ts):
-        ev = events[s.index]
-        args = ev.get("args") or {}
-        step = STEP_MARKER.match(ev.get("name") or "")
-        if step:
-            row["step"] = int(step.group(1))
-        elif ev.get("cat") == "cpu_op":
-            if row["launch_op"] is None:
-                row["launch_op"] = ev.get("name")
-                row["launch_input_dims"] = join_stack(args.get("Input Dims"))
-            if row["stack"] is None and args.get("Call stack"):
-                row["stack"] = join_stack(args.get("Call stack"))
-        elif ev.get("cat") == "python_function" and ev.get("name"):
-            frames.append(str(ev["name"]))
-    if row["stack"] is None and frames:
-        row["stack"] = ";".join(frames)
+        ev: Event = s.event
+        marker = STEP_MARKER.match(ev.name or "")
+        if marker:
+            step = int(marker.group(1))
+        elif ev.cat == "cpu_op":
+            if op is None:
+                op = ev.name
+                dims = join_stack(ev.arg("Input Dims"))
+            if stack is None and ev.arg("Call stack"):
+                stack = join_stack(ev.arg("Call stack"))
+        elif ev.cat == "python_function" and ev.name:
+            frames.append(ev.name)
+    if stack is None and frames:
+        stack = ";".join(frames)
+    return stack, op, dims, step
 
 
 def _type_from_name(name: str) -> str | None:
@@ -149,7 +151,3 @@ def _type_from_name(name: str) -> str | None:
 
 def _text(value) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _int(value) -> int | None:
-    return to_int64(value)

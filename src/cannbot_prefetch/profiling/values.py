@@ -13,6 +13,10 @@ import polars as pl
 
 _TRIM = ' \t\r\n"'
 _MAX_US = Decimal(9_000_000_000_000_000)  # x1000 still fits int64 ns
+MAX_START_NS = 9_000_000_000_000_000_000
+# No device task or op lasts a day: a longer "duration" is damage, and ns arithmetic on it
+# (start + dur) would leave Int64. Every reader refuses rows beyond it (KernelTable invariant).
+MAX_DURATION_US = 86_400e6
 NULL_TOKENS = ("N/A", "NA", "n/a", "None", "NULL", "null", "")
 
 
@@ -49,7 +53,8 @@ def us_text_to_ns(expr: pl.Expr) -> pl.Expr:
     value passes through for the caller to reject. One cast per cell, no regex.
     """
     dec = expr.str.strip_chars(_TRIM).cast(pl.Decimal(38, 3), strict=False)
-    return (dec * 1000).cast(pl.Int64, strict=False)
+    ns = (dec * 1000).cast(pl.Int64, strict=False)
+    return pl.when(ns < MAX_START_NS).then(ns)   # room left for start + duration in Int64
 
 
 def text_to_ns(value: object) -> int | None:
@@ -57,9 +62,18 @@ def text_to_ns(value: object) -> int | None:
 
     For the JSON readers, which parse floats as text so no digit is lost.
     """
-    if value is None:
+    if value is None or isinstance(value, bool):
         return None
-    text = str(value).strip().strip('"').strip()
+    if isinstance(value, int):
+        return value * 1000 if 0 <= value < 9_000_000_000_000_000 else None
+    text = value if isinstance(value, str) else str(value)
+    whole, dot, frac = text.partition(".")
+    # the common spelling, digits[.ddd], exactly and without Decimal (traces hold ~10^5 of them)
+    if whole.isdigit() and whole.isascii() and len(whole) <= 16 and (
+            not dot or (frac.isdigit() and frac.isascii() and len(frac) <= 3)):
+        ns = int(whole) * 1000 + (int(frac.ljust(3, "0")) if frac else 0)
+        return ns if ns < MAX_START_NS else None
+    text = text.strip().strip('"').strip()
     try:
         dec = Decimal(text)
     except InvalidOperation:

@@ -16,7 +16,7 @@ class TargetSig:
 
     sig_id: int
     type: str
-    input_shapes: str
+    input_shapes: str = ""  # "" when the profile has no shapes (trace_view, Level0)
     dtypes: str = ""
     formats: str = ""
     family: str = "matmul"
@@ -44,7 +44,7 @@ class TargetSig:
 
     @property
     def label(self) -> str:
-        return f"{self.type} {self.input_shapes}"
+        return f"{self.type} {self.input_shapes or '?'}"
 
     @staticmethod
     def of(sig: Any) -> "TargetSig":
