@@ -43,6 +43,14 @@ def texts(prefix: str, lang: str = "en") -> dict[str, str]:
             if k.startswith(prefix + ".")}
 
 
+def pairs(prefix: str) -> dict[str, tuple[str, str]]:
+    """Every entry under `prefix.` as {code: (English, Chinese)}: for code -> text tables
+    (report outcomes, actions, reasons) that keep both languages side by side."""
+    cut = len(prefix) + 1
+    return {k[cut:]: (v["en"], v.get("zh") or v["en"]) for k, v in catalog().items()
+            if k.startswith(prefix + ".") and "." not in k[cut:]}
+
+
 class Msg(str):
     """A catalog message that reads as its English text and renders in any language later."""
 

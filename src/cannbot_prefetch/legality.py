@@ -352,7 +352,7 @@ def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Pro
                 via = _first_path_stmt(stmts, def_idx, point, live)
                 return Problem(UNSAFE, f"dependency '{dependency}' reaches {what} only through "
                                        f"line {via} which runs before the prefetch: it is not the "
-                                       f"target's predecessor (seed 003 wrong example); use the "
+                                       f"target's predecessor (the workflow's wrong example: docs/rewrite.md); use the "
                                        f"value computed there")
             return Location(icls, method, stmt, line, stmt.indent, guard, note)
         if s.uses & live.keys():

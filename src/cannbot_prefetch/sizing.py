@@ -109,9 +109,9 @@ def cmo_cap(gbps: float, window_us: float, given_by: str = "") -> Cap:
     (`given_by` says how); else shown as a risk (the 285 GB/s default is one public figure)."""
     n = int(gbps * 1e9 * max(window_us, 0.0) * 1e-6)
     if given_by:
-        return Cap("cmo_rate_x_window", n, f"{gbps:g} GB/s ({given_by}) x {window_us:.1f} us")
+        return Cap("cmo_rate_x_window", n, f"{gbps:g} GB/s ({given_by}) x {window_us:.1f} µs")
     return Cap("cmo_rate_x_window", n,
-               f"{gbps:g} GB/s x {window_us:.1f} us; a risk, not binding: one public measurement "
+               f"{gbps:g} GB/s x {window_us:.1f} µs; a risk, not binding: one public measurement "
                "(pass --cmo-bw, or let report calibrate it from a prefetch-on profile)", False)
 
 
@@ -129,7 +129,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
     use_coef = 1.0 if gmm else coef
     notes: list[str] = []
     if gmm:
-        notes.append("the seed's GMM formula gives the prefetch size directly (coefficient 1.0)")
+        notes.append("the workflow's GMM formula (docs/planning.md) gives the prefetch size directly (coefficient 1.0)")
     dims_txt = "x".join(map(str, w.dims))
     caps = [Cap("weight", theory, f"{dims_txt} x {w.dtype_bytes:g} B ({formula})")]
     base = int(theory * use_coef)
@@ -140,7 +140,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
         t = max(window.time_us, 0.0)
         head = int(hbm * t * 1e-6) - int(window.bytes)
         caps.append(Cap("hbm_headroom", max(head, 0),
-                        f"{hbm / 1e12:g} TB/s x {t:.1f} us - {window.bytes / 2**20:.1f} MiB "
+                        f"{hbm / 1e12:g} TB/s x {t:.1f} µs - {window.bytes / 2**20:.1f} MiB "
                         "moved by the window's ops"))
         caps.append(cmo_cap(cmo, t, "--cmo-bw" if cmo_given else ""))
     else:
@@ -169,7 +169,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
     g_in = gain_in.stored() if gain_in is not None else None
     g = expected(int(size), g_in, hw, pol)
     if g is not None and g.optimistic:
-        notes.append(f"optimistic: predicted {g.per_op.mid:.1f} of {g_in.mean_us:.1f} us per op "
+        notes.append(f"optimistic: predicted {g.per_op.mid:.1f} of {g_in.mean_us:.1f} µs per op "
                      f"(> {pol['benefit']['optimistic_op_share']:.0%}); public gains are 0.35-8.9%")
     return Sized(int(size), basis, ladder, g.per_step if g else None, g.per_op if g else None,
                  bool(g and g.optimistic), theory, tuple(notes), g_in)

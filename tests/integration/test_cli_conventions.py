@@ -172,3 +172,28 @@ def test_model_src_unknown_module_is_input_error():
     for name in ("no_such_pkg.models.x", "json.no_such_module", "not a module"):
         with pytest.raises(InputError, match="neither a file/folder nor an importable module"):
             resolve_model_src(name)
+
+
+# ---------------------------------------------------------------------------------- text
+def test_assumed_hardware_is_said_once_and_level0_lists_the_matmuls(samples):
+    """Level0 export, no part named: one warning line names the assumption (not three), and the
+    message lists the MatMuls found instead of a bare "nothing to prefetch"."""
+    level0 = samples / "msinsight" / "pytorch_text_level0" / "rank0_ascend_pt"
+    res = runner.invoke(app, ["prefetch", "analyze", str(level0)])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("assumed 910B3") == 1
+    assert res.stderr.count("warning: hardware: assumed 910B3") == 1
+    assert "MatMulV2 ×8" in res.stdout and "Level0" in res.stdout
+    assert "None" not in res.output
+
+
+def test_units_are_mib_and_microseconds(tmp_path):
+    res = runner.invoke(app, ["prefetch", "analyze", str(EXAMPLE / "profile"), "--model-src",
+                              "transformers.models.llama.modeling_llama", "--model-config",
+                              str(EXAMPLE / "config.json"), "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    import re
+    assert not re.search(r"\d (us|MB)\b", res.output), re.findall(r".{30}\d (?:us|MB)\b", res.output)
+    assert "L2 192.0 MiB" in res.stdout and "weight MiB" in res.stdout
+    design = (tmp_path / "prefetch_design.md").read_text(encoding="utf-8")
+    assert not re.search(r"\d us\b", design) and "None" not in design

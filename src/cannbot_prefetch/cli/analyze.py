@@ -128,7 +128,7 @@ def _found(signatures: list[dict]) -> str:
 def _hardware_said(hw: dict) -> str:
     """How the part was chosen; an assumption is said once, by the warning on stderr."""
     detected = str(hw.get("detected_from") or "")
-    return detected.split(" (", 1)[0] if detected.startswith("assumed") else detected
+    return "assumed, see the warning" if detected.startswith("assumed") else detected
 
 
 def render(doc: dict, top: int, lang: str = "en") -> None:

@@ -307,9 +307,9 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
             last = keep[-1][1].target.qualname
             rej.append(_rej(c, m, reasons.MAX_SITES,
-                            f"{q}: expected {_us(s)} us/step, ranked by expected saving below "
+                            f"{q}: expected {_us(s)} µs/step, ranked by expected saving below "
                             f"the {opts.max_sites} site(s) allowed (--max-sites; the last "
-                            f"planned, {last}, expects {_us(keep[-1][2])} us/step)"))
+                            f"planned, {last}, expects {_us(keep[-1][2])} µs/step)"))
             continue
         keep.append((c, m, s))
     n = len(keep)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..i18n import pairs
 from ..gain import optimistic_share, site_gain
 from .measure import ProfileMeasure
 from .rules import Thresholds
@@ -28,26 +29,11 @@ PUBLIC_MEASUREMENTS: tuple[tuple[str, str, str], ...] = (
     ("pypto-lib PR 963", "attention weights", "-2.1% decode time; 5.6-7.5% per attention layer"),
     ("vllm-ascend, July 2026", "feature removed", "removed as \"underutilized and low-value\""),
 )
-PUBLIC_SOURCE = "REFERENCE.md §5 (public measurements)"
+PUBLIC_SOURCE = "docs/sources.md (public measurements)"
 PUBLIC_E2E_RANGE = (0.0035, 0.089)   # the span of the end-to-end figures above, as shares
 
 
-REASONS: dict[str, tuple[str, str]] = {
-    "not_found": ("no planned site was found in the baseline profile",
-                  "baseline profiling 中找不到方案中的任何位置"),
-    "no_saving": ("the benefit model predicts no saving", "收益模型预测没有收益"),
-    "below_threshold": ("the expected end-to-end gain ({gain}% of the step) is below {limit}%",
-                        "预期端到端收益(step 的 {gain}%)低于 {limit}%"),
-    "below_noise": ("the expected gain is smaller than the step-to-step noise",
-                    "预期收益小于 step 间的波动,无法测出"),
-    "worth": ("the expected gain is above the threshold and the noise",
-              "预期收益高于阈值且高于 step 间波动"),
-    "unknown": ("unknown (no profile): the plan records no window or op time to compute a gain from",
-                "未知(无 profiling 数据):方案中没有可用于计算收益的窗口或算子耗时"),
-    "no_baseline": ("expected {gain} µs per step; its share of the step is unknown (no profile): "
-                    "measure it with the A/B script",
-                    "预期每 step 节省 {gain} µs;占 step 的比例未知(无 profiling 数据):请用 A/B 脚本实测"),
-}
+REASONS: dict[str, tuple[str, str]] = pairs("report.expected")   # configs/messages.yaml
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .measure import Stat
 from .build import ReportData
+from ..i18n import pairs
 from ..gain import optimistic_share
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .rules import Check
@@ -24,63 +25,12 @@ class _T:
         return zh if self.zh else en
 
 
-CHECK_NAMES = {
-    "target_faster": ("Target op faster", "目标算子耗时下降"),
-    "critical_path_shorter": ("Critical path shorter", "关键路径缩短"),
-    "window_stable": ("Window not degraded", "前序窗口没有明显退化"),
-    "outputs_identical": ("Outputs identical", "功能结果无差异"),
-}
-ACTION_NAMES = {
-    "raise": ("raise max_size (next rung up)", "增大 max_size(按 50% → 70% → 100%)"),
-    "lower": ("lower max_size (next rung down)", "减小 max_size(按 50% → 30% → 10%)"),
-    "keep": ("keep the size", "保持 max_size"),
-    "move_dependency": ("move the dependency (earlier / later window)", "调整依赖节点(前移或后移 prefetch)"),
-    "drop": ("drop the site", "放弃该位置"),
-}
-SIGNAL_NAMES = {
-    "outputs_differ": ("outputs differ with the switch on", "开启开关后输出不一致"),
-    "window_severe": ("window severely degraded", "依赖窗口严重退化"),
-    "window_degraded": ("window degraded: max_size competes for bandwidth",
-                        "目标算子没快,前序窗口反而变慢:max_size 过大,争抢带宽"),
-    "new_long_tail": ("new long tail on another stream: a new synchronisation point",
-                      "多流上出现新的长拖尾:prefetch 引入新的同步点"),
-    "waiting_moved": ("critical path not shorter, the wait only moved",
-                      "关键路径没有缩短,只是等待位置挪动:依赖窗口选择不当"),
-    "target_not_faster": ("target not clearly faster", "目标算子加速不明显"),
-    "target_faster_window_stable": ("target faster, window stable", "目标算子加速明显,依赖窗口稳定"),
-}
-SITE_OUTCOMES = {
-    "success": ("success", "成功"),
-    "unconfirmed": ("gain measured, a guard not checked: not confirmed", "有收益但保护项未检查:待确认"),
-    "no_change": ("no change beyond noise", "无超出噪声的变化"),
-    "not_successful": ("not successful", "未达成功标准"),
-}
-BANNER_NAMES = {
-    "different_hardware": ("Profiles from different hardware", "两份 profiling 来自不同硬件"),
-    "different_models": ("Profiles from different models", "两份 profiling 来自不同模型"),
-    "site_missing": ("Site not found", "未找到预取位置"),
-    "site_not_in_optimized": ("Optimized profile lacks a site", "优化后 profiling 缺少该位置"),
-    "site_not_in_baseline": ("Baseline profile lacks a site", "Baseline profiling 缺少该位置"),
-    "no_sites": ("Empty plan", "方案为空"),
-}
-OVERALL = {
-    "success": ("SUCCESS: every site gained (target faster or critical path shorter, beyond noise) "
-                "with its window held and outputs identical",
-                "成功:每个预取位置都有超出噪声的收益(目标算子变快或关键路径缩短),且依赖窗口未退化、功能结果无差异"),
-    "unconfirmed": ("GAIN NOT CONFIRMED: a gain was measured, but a required guard was not checked "
-                    "(outputs not compared, or the window ops not found)",
-                    "收益待确认:测到了收益,但必需的保护项未检查(未对比输出,或未找到窗口算子)"),
-    "no_change": ("NO CHANGE: neither the target op nor the critical path moved beyond noise",
-                  "无变化:目标算子与关键路径均未超出噪声范围变化"),
-    "not_successful": ("NOT SUCCESSFUL: the success rule does not hold for every site",
-                       "未达成功标准:并非所有预取位置都满足成功标准"),
-    "worth_trying": ("Expected gain worth measuring on the NPU (no optimized profile yet)",
-                     "预期收益值得在 NPU 上实测(尚无优化后 profiling)"),
-    "not_worth_enabling": ("NOT WORTH ENABLING: the expected gain is too small",
-                           "不建议开启:预期收益过小"),
-    "inconclusive": ("INCONCLUSIVE: the inputs do not match (see the banner above)",
-                     "无法判定:输入不匹配(见上方提示)"),
-}
+CHECK_NAMES = pairs("report.check")   # configs/messages.yaml
+ACTION_NAMES = pairs("report.action")   # configs/messages.yaml
+SIGNAL_NAMES = pairs("report.signal")   # configs/messages.yaml
+SITE_OUTCOMES = pairs("report.outcome")   # configs/messages.yaml
+BANNER_NAMES = pairs("report.banner")   # configs/messages.yaml
+OVERALL = pairs("report.overall")   # configs/messages.yaml
 
 
 def _f(x, nd: int = 2) -> str:
@@ -191,13 +141,13 @@ def _item1(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         ev = s.evidence
         w(f"| `{s.id}` | `{s.target.cls}.{s.target.attr}` | {_sig(s)} | {s.mapping} | "
-          f"{ev.get('verdict', '–')} / {ev.get('measured_verdict', '–')} | {_f(ev.get('mean_us'))} |")
+          f"{ev.get('verdict') or '–'} / {ev.get('measured_verdict') or '–'} | {_f(ev.get('mean_us'))} |")
     src = d.plan.created_from.get("profile", "?")
     w("")
     w(t(f"Source: the plan's evidence, measured by `analyze` in `{src}`. A target is chosen because the "
-        "roofline puts it below the ridge (memory-bound) and a safe window precedes it (seed 003, step 1).",
+        "roofline puts it below the ridge (memory-bound) and a safe window precedes it (the workflow's step 1, docs/workflow.md).",
         f"来源:方案中的 evidence,由 `analyze` 在 `{src}` 中测得。选择依据:roofline 判定为 memory-bound"
-        "(低于 ridge)且前面存在安全的依赖窗口(seed 003 第一步)。"))
+        "(低于 ridge)且前面存在安全的依赖窗口(工作流第一步,docs/workflow.md)。"))
     if d.plan.rejections:
         w("")
         w(t("Candidates not planned:", "未纳入方案的候选:"))
@@ -257,9 +207,9 @@ def _item3(d: ReportData, t, w) -> None:
           f"{win.get('reason', '–')} | {_stat(bm.window) if bm else '–'} |")
     w("")
     w(t("A window is a light predecessor (norm, RoPE, SwiGLU, cast, small MatMul) or the output of a large "
-        "MatMul: not memory-bound, long enough to hide the prefetch (seed 003 decision table 3a/3b).",
+        "MatMul: not memory-bound, long enough to hide the prefetch (window rules 3a/3b, docs/sources.md).",
         "依赖窗口为轻量前序算子(RMSNorm、ROPE、SwiGLU、cast、小 MatMul)或大 MatMul 的输出:"
-        "非 memory-bound,且有足够执行时间掩盖预取(seed 003 决策表 3a/3b)。"))
+        "非 memory-bound,且有足够执行时间掩盖预取(窗口规则 3a/3b,docs/sources.md)。"))
     w("")
 
 
@@ -430,12 +380,12 @@ def _expected(d: ReportData, t, w) -> None:
     e = d.expectation
     hw = d.hardware.get("name", "?")
     w(t("No optimized profile was given, so nothing was measured with the switch on. This is the "
-        "expected improvement from the benefit model (REFERENCE.md §5: saved ≈ P / BW_eff × (1 − BW_eff / BW_L2), "
+        "expected improvement from the benefit model (docs/sources.md: saved ≈ P / BW_eff × (1 − BW_eff / BW_L2), "
         f"bounded by the op time minus its compute floor), computed by gain.py for {hw} — the same "
         "function and inputs that gave the plan's `saving_us`, so analyze, the design and this report "
         "show one number — set against the target times measured in the baseline.",
         "未提供优化后 profiling,因此没有开启开关的实测数据。以下为预期的性能改善分析:收益模型"
-        "(REFERENCE.md §5:节省 ≈ P / BW_eff × (1 − BW_eff / BW_L2),上限为算子耗时减去计算下限),"
+        "(docs/sources.md:节省 ≈ P / BW_eff × (1 − BW_eff / BW_L2),上限为算子耗时减去计算下限),"
         f"由 gain.py 按 {hw} 计算——与方案 `saving_us` 使用同一函数与输入,analyze、设计文档与本报告给出同一数值——"
         "并与 baseline 实测的目标算子耗时对比。"))
     w("")
@@ -524,9 +474,9 @@ def _item7(d: ReportData, t, w, files) -> None:
             "`cannbot prefetch apply` it, and measure again.",
             f"下一步的方案已写入 `{files['next_plan']}`(状态 `proposed`):审阅后执行 `cannbot prefetch apply`,再次测量。"))
         w("")
-    w(t("Tuning order (seed 003): first fix the position and tune only max_size (50% → 70% → 100%, or "
+    w(t("Tuning order (the workflow's, docs/workflow.md): first fix the position and tune only max_size (50% → 70% → 100%, or "
         "50% → 30% → 10%); then fix max_size and move the dependency earlier or later; only then add more targets.",
-        "调优顺序(seed 003):先固定位置,只调 max_size(50% → 70% → 100% 或 50% → 30% → 10%);"
+        "调优顺序(工作流的规定,docs/workflow.md):先固定位置,只调 max_size(50% → 70% → 100% 或 50% → 30% → 10%);"
         "再固定 max_size,微调 dependency 位置(前移或后移);最后才考虑多目标叠加。"))
     w("")
     w(t("Risks:", "风险:"))
@@ -573,8 +523,8 @@ def _sources(d: ReportData, t, w) -> None:
     hw_src = "; ".join(f"{k}: {v}" for k, v in list(srcs.items())[:4]) if isinstance(srcs, dict) else ""
     w(t(f"- Hardware numbers: {d.hardware.get('name', '?')} profile ({hw_src or 'configs/hardware'}).",
         f"- 硬件参数:{d.hardware.get('name', '?')}({hw_src or 'configs/hardware'})。"))
-    w(t("- Plan numbers (sizes, caps, expected saving): the plan file, computed by `analyze` (REFERENCE.md §5 formulas).",
-        "- 方案数据(大小、上限、预期节省):来自方案文件,由 `analyze` 按 REFERENCE.md §5 公式计算。"))
+    w(t("- Plan numbers (sizes, caps, expected saving): the plan file, computed by `analyze` (the formulas of docs/sources.md).",
+        "- 方案数据(大小、上限、预期节省):来自方案文件,由 `analyze` 按 docs/sources.md 的公式计算。"))
     for m in (d.baseline, d.optimized):
         for sm in (m.sites if m else ()):
             if sm.note:

@@ -35,43 +35,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..i18n import pairs
 from .measure import ProfileMeasure, SiteMeasure, Stat
 
 # Why a next step was chosen: code -> (English, Chinese with the seed's terms).
-REASONS: dict[str, tuple[str, str]] = {
-    "outputs_differ": ("outputs differ with the switch on; a prefetch is a cache hint and cannot change "
-                       "results, so the rewrite is suspect: revert it",
-                       "开启开关后输出不一致;prefetch 只是缓存提示,不会改变结果,说明代码改动有误:请回退"),
-    "window_severe": ("the window ops slowed down severely: move the prefetch earlier or pick another window",
-                      "依赖窗口严重退化:前移 prefetch 或选择其他依赖窗口"),
-    "window_degraded": ("the window ops slowed down: max_size competes for bandwidth; lower it",
-                        "依赖窗口明显退化:max_size 过大,争抢带宽;减小 max_size"),
-    "window_degraded_bottom": ("the window still degrades at the smallest size: move the dependency",
-                               "最小 max_size 下依赖窗口仍退化:调整依赖节点"),
-    "new_long_tail": ("new long tail on stream(s) {streams}: the prefetch adds a synchronisation point; "
-                      "adjust the dependency or drop the site",
-                      "流 {streams} 上出现新的长拖尾:prefetch 引入新的同步点;调整依赖节点或放弃该位置"),
-    "waiting_moved": ("the target got faster but the critical path did not: the wait only moved; "
-                      "move the prefetch earlier or later",
-                      "目标算子变快但关键路径没有缩短,只是等待位置挪动:前移或后移 prefetch 位置"),
-    "raise": ("the target got faster and the window held: raise max_size",
-              "目标算子加速明显,依赖窗口稳定:增大 max_size"),
-    "top_of_ladder": ("the target got faster and the window held at the top of the ladder: keep this "
-                      "site and add the next target (analyze --max-sites one more)",
-                      "已到 100%,目标算子加速且窗口稳定:保持该位置,再增加下一个目标算子(analyze --max-sites 加一)"),
-    "bound_by_cap": ("the target got faster, but max_size is already bound by {bound}: keep this site "
-                     "and add the next target (analyze --max-sites one more)",
-                     "目标算子加速,但 max_size 已受 {bound} 约束:保持该位置,再增加下一个目标算子(analyze --max-sites 加一)"),
-    "window_too_short": ("the target got faster, but a larger max_size does not fit the window ({bound}): "
-                         "move the prefetch earlier for a longer window",
-                         "目标算子加速,但更大的 max_size 放不进依赖窗口({bound}):前移 prefetch 以获得更长的窗口"),
-    "critical_path_only": ("the target did not clearly speed up but the critical path got shorter: keep the size",
-                           "目标算子加速不明显,但关键路径缩短:保持 max_size"),
-    "no_gain": ("the target did not clearly speed up: the prefetch gains little; lower max_size",
-                "目标算子加速不明显,可能预取收益有限:减小 max_size"),
-    "no_gain_bottom": ("no measurable gain at the smallest size: drop the site",
-                       "最小 max_size 下仍无可测收益:放弃该位置"),
-}
+REASONS: dict[str, tuple[str, str]] = pairs("report.next")   # configs/messages.yaml
 
 CHECKS = ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical")
 GAINS = ("target_faster", "critical_path_shorter")       # at least one must hold

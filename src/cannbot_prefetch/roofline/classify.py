@@ -161,7 +161,7 @@ def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[
     verdict = analytic_verdict(ai, ridge, t_c, t_m, mean_us, pol)
     if mean_us and t_c > 0 and mean_us < pol["min_duration_vs_compute_roof"] * t_c:
         flags.append(FLAG_INCONSISTENT)
-        notes.append(f"measured {mean_us:.4g} us is faster than the compute roof {t_c:.4g} us "
+        notes.append(f"measured {mean_us:.4g} µs is faster than the compute roof {t_c:.4g} µs "
                      f"(x{t_c / mean_us:.1f}): the shapes are inconsistent, the analytic verdict "
                      "is unreliable")
     if stand_in:
@@ -214,9 +214,9 @@ def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
         total = float(spans["span"].sum()) / 1000.0
         steps = spans.height
         return total, "steps", (f"share = signature time / sum of the {steps} step span(s) "
-                                f"({total:.6g} us, first kernel start to last kernel end per step)")
+                                f"({total:.6g} µs, first kernel start to last kernel end per step)")
     total = float(timed.select(end.max() - pl.col("start_ns").min()).item()) / 1000.0
-    return total, "timeline", (f"share = signature time / span of the whole timeline ({total:.6g} us): "
+    return total, "timeline", (f"share = signature time / span of the whole timeline ({total:.6g} µs): "
                                "the profile has no Step Id")
 
 
@@ -226,7 +226,9 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
     pol = (policy or load_policy())["verdict"]
     rules = rules or default_rules()
     df = table.df
-    notes: list[str] = [f"hardware {hw.name} ({hw.detected_from}); HBM {hw.hbm_bw_tbps:g} TB/s"]
+    # The hardware used (and how it was chosen) is in the JSON's `hardware` and its console line;
+    # an assumption is warned about once, on stderr: no note repeats it.
+    notes: list[str] = []
     if df.height == 0:
         out = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("sig_id"))
         return Roofline((), KernelTable(out), hw, None, "none", tuple(notes + ["empty kernel table"]))

@@ -48,8 +48,8 @@ def verdict_why(verdict: str, *, ai: float | None, ridge: float | None, roof_us:
         return (f"neither mte2 {mte2 or 0:.2f} nor mac {mac or 0:.2f} reaches "
                 f"{pol['measured_memory_mte2_ratio']}")
     if verdict == Verdict.LATENCY and roof_us is not None and mean_us:
-        return (f"roofline time {roof_us:.3g} us is under {pol['latency_roofline_share']:.0%} of the "
-                f"measured {mean_us:.3g} us")
+        return (f"roofline time {roof_us:.3g} µs is under {pol['latency_roofline_share']:.0%} of the "
+                f"measured {mean_us:.3g} µs")
     if ai is not None and ridge is not None:
         rel = "<" if verdict == Verdict.MEMORY else ">="
         return f"AI {ai:.3g} {rel} ridge {ridge:.3g} FLOP/B"

@@ -48,7 +48,7 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
         if p.cls == COMM:
             return _Decision(False, code=reasons.NO_SAFE_WINDOW,
                              reason=f"predecessor {p.type} is communication ({p.why}) and what "
-                                    f"follows it leaves {_fmt(last)} (seed table 3c)")
+                                    f"follows it leaves {_fmt(last)} (window rule 3c: no safe window)")
         if p.cls == HEAVY:
             d = _measure(other, target, p.end, "3a", "output", i)
             if d.usable >= min_us:
@@ -56,8 +56,8 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
             return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
                              overlap_us=d.overlap_us,
                              reason=f"memory-heavy predecessor {p.type} ({p.why}) ends "
-                                    f"{d.raw_us:.1f} us before the target: {d.usable:.1f} us "
-                                    f"< min_window_us {min_us:g} (seed table 3c)")
+                                    f"{d.raw_us:.1f} µs before the target: {d.usable:.1f} µs "
+                                    f"< min_window_us {min_us:g} (window rule 3c: too short)")
         pos = j - 1 - i
         producer = seq[pos - 1] if pos >= 1 else None
         if producer is not None and producer.cls == HEAVY:
@@ -71,16 +71,16 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
             return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
                              overlap_us=d.overlap_us,
                              reason=f"communication on another stream overlaps the window "
-                                    f"({d.overlap_us:.1f} of {d.raw_us:.1f} us)")
+                                    f"({d.overlap_us:.1f} of {d.raw_us:.1f} µs)")
         last = d
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      reason=f"the {len(preds)} light predecessor(s) leave {_fmt(last)} "
-                            f"< min_window_us {min_us:g} (seed table 3c)")
+                            f"< min_window_us {min_us:g} (window rule 3c: too short)")
 
 
 def _fmt(d: "_Decision | None") -> str:
-    return f"{d.usable:.1f} us" if d else "no time"
+    return f"{d.usable:.1f} µs" if d else "no time"
 
 
 def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, start: str,
@@ -116,10 +116,10 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
     if d1.branch == "3b":
         why = (f"light predecessor(s) {', '.join(o.type for o in ops)}: the prefetch starts at "
-               f"{start_op.type}'s input (seed table 3b)")
+               f"{start_op.type}'s input (window rule 3b)")
     else:
         why = (f"{start_op.type} is memory-heavy ({start_op.why}) but its output frees the "
-               f"bandwidth: the prefetch starts there (seed table 3a)")
+               f"bandwidth: the prefetch starts there (window rule 3a)")
     if n_win < len(decisions):
         why += f"; {n_win} of {len(decisions)} instances agree"
     win = Window(d1.branch, d1.start, start_op.pred(), ops, round(statistics.median(usable), 3),

@@ -75,7 +75,7 @@ class PredOp:
     stack: str = ""
 
     def brief(self) -> str:
-        return f"{self.type} ({self.cls}, {self.dur_us:.1f} us)"
+        return f"{self.type} ({self.cls}, {self.dur_us:.1f} µs)"
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ def test_tiny_gain_is_not_worth_enabling(make_report):
     assert "预期端到端收益(step 的 0.10%)低于 0.5%" in zh
     for who, _, _ in PUBLIC_MEASUREMENTS:   # the public numbers are cited next to ours
         assert who in en and who in zh
-    assert "REFERENCE.md §5" in en
+    assert "docs/sources.md" in en
     assert "below the smallest public end-to-end gain (0.35%)" in en
 
 
