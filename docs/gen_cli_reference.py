@@ -34,12 +34,14 @@ INTRO = {
            "written with a mismatch banner. A closed pipe (`cannbot ... | head`) exits 0.\n"
            "Slow steps show a status line on stderr when stderr is a terminal.\n\n"
            "## Languages\n\n"
-           "`--lang zh` translates, from one catalog (`configs/messages.yaml`): the console lines and\n"
-           "tables of every command, the CLI's own errors and usage-error line, apply / verify\n"
-           "messages, progress, the design document and the report. These stay English: `--help`\n"
-           "texts and this reference; Typer's usage-error wording after \"错误：\"; reader and\n"
-           "parser errors that quote a file's content; `note:` lines of analyze and the `reason`\n"
-           "sentences in JSON (the `reason_code` is the stable key); JSON keys and values.\n"),
+           "`--lang zh` translates, from one catalog (`configs/messages.yaml`, the only place the\n"
+           "package keeps Chinese text): every command's console lines and tables, the CLI's own\n"
+           "errors and the usage-error line, apply / verify messages, progress, the design document,\n"
+           "the report and its console summary, and a one-line gloss of each `reason_code`. These\n"
+           "stay English: `--help` texts and this reference; Typer's usage-error wording after\n"
+           "\"错误：\"; errors raised inside the stages (readers, plan validation, the rewriter),\n"
+           "which quote files, sites and code; analyze's `note:` lines, the `reason` sentences\n"
+           "(after the Chinese gloss) and verify's check details; JSON keys and values.\n"),
     "zh": ("# 命令参考：`cannbot prefetch`\n\n"
            "由 `docs/gen_cli_reference.py` 从 Typer 应用自动生成，请勿手改（选项说明为英文原文）。\n"
            "每个命令都支持 `-h`/`--help`；`cannbot --version` 显示版本。每个命令都支持 `--json`\n"
@@ -49,10 +51,12 @@ INTRO = {
            "说明，不算错误；`apply` 遇到另一方案的插入点或并发的 apply，什么都不写）；2 输入不可用（什么都不写）；3 `report` 已写但带不匹配横幅。stdout 管道\n"
            "被关闭（`cannbot ... | head`）时退出码为 0。耗时步骤在 stderr 为终端时显示进度。\n\n"
            "## 语言\n\n"
-           "`--lang zh` 翻译的内容来自同一个词条文件 `configs/messages.yaml`：各命令的终端输出与表格、\n"
-           "CLI 自身的错误与用法错误行、apply / verify 的提示、进度、方案文档和报告。保持英文的部分：\n"
-           "`--help` 说明与本参考；“错误：”之后 Typer 的用法错误原文；引用文件内容的读取/解析错误；\n"
-           "analyze 的 `note:` 行及 JSON 中的 `reason` 句子（稳定键是 `reason_code`）；JSON 的键和值。\n"),
+           "`--lang zh` 翻译的内容都来自同一个词条文件 `configs/messages.yaml`（包内唯一存放中文的地方）：\n"
+           "各命令的终端输出与表格、CLI 自身的错误与用法错误行、apply / verify 的提示、进度、方案文档、\n"
+           "报告及其终端摘要，以及每个 `reason_code` 的一行中文说明。保持英文的部分：`--help` 说明与本参考；\n"
+           "“错误：”之后 Typer 的用法错误原文；各阶段内部（读取、计划校验、改写器）抛出的错误，它们引用\n"
+           "文件、位置和代码；analyze 的 `note:` 行、`reason` 句子（中文说明之后）和 verify 的检查详情；\n"
+           "JSON 的键和值。\n"),
 }
 
 

@@ -135,7 +135,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..i18n import t, texts
+    from ..i18n import catalog, t, texts
 
     # Piped output gets a width that fits the table instead of Rich's 80-column default.
     con = make_console()
@@ -201,8 +201,13 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
                         insert=escape(c["insert"]), dependency=escape(c["dependency"]),
                         size=f"{c['max_size']:,}", bound_by=c["bound_by"], gain=gain))
     for r in doc.get("rejections", []):
+        code = r.get("reason_code", "")
+        reason = escape(str(r.get("reason", "")))
+        if lang != "en" and f"reason.{code}" in catalog():   # the sentence stays English: gloss it
+            reason = t("analyze.not_planned_zh_detail", lang, gloss=t(f"reason.{code}", lang),
+                       reason=reason)
         con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),
-                    reason=escape(str(r.get("reason", ""))), code=r.get("reason_code", "")))
+                    reason=reason, code=code))
     for n in doc.get("notes", []):
         con.print(t("cli.note", lang, text=n), style="dim", markup=False)
     for f in doc.get("outputs", []):

@@ -16,17 +16,17 @@ def _fmt(x) -> str:
 def print_summary(d: ReportData, written: list[str], lang: str, console: Console) -> None:
     t = _T(lang)
     for b in d.banners:
-        console.print(f"[bold red]{t('MISMATCH', '输入不匹配')}:[/] {b.text}")
+        console.print(f"[bold red]{t.k('report.console.mismatch')}:[/] {b.text}")
     en, zh = OVERALL[d.overall]
     style = {"success": "green", "worth_trying": "green", "inconclusive": "red",
              "no_change": "yellow"}.get(d.overall, "yellow")
     console.print(f"[bold {style}]{t(en, zh)}[/]")
     if d.verdicts:
-        tab = Table(title=t("Success rule per site", "各位置成功标准"))
-        tab.add_column(t("site", "位置"))
+        tab = Table(title=t.k('report.console.success_rule_per_site'))
+        tab.add_column(t.k('report.console.site'))
         for key in ("target_faster", "critical_path_shorter", "window_stable", "outputs_identical"):
             tab.add_column(t(*CHECK_NAMES[key]))
-        tab.add_column(t("next step", "调整策略"))
+        tab.add_column(t.k('report.console.next_step'))
         for v in d.verdicts:
             cells = []
             for c in v.checks:
@@ -37,18 +37,18 @@ def print_summary(d: ReportData, written: list[str], lang: str, console: Console
         console.print(tab)
     if d.expectation is not None:
         e = d.expectation
-        tab = Table(title=t("Expected gain (benefit model, baseline only)", "预期收益(收益模型,仅 baseline)"))
-        for col in (t("site", "位置"), t("target µs", "目标算子 µs"),
-                    t("saving µs/step low/mid/high", "每 step 节省 µs 低/中/高"), t("share (mid)", "占比(中)")):
+        tab = Table(title=t.k('report.console.expected_gain_benefit_model_baseline_only'))
+        for col in (t.k('report.console.site'), t.k('report.console.target_s'),
+                    t.k('report.console.saving_s_step_low_mid_high'), t.k('report.console.share_mid')):
             tab.add_column(col)
         for s in e.sites:
             share = f"{s.share[1] * 100:.1f}%" + (" !" if s.optimistic else "") if s.share else "–"
             saving = (" / ".join(f"{x:.1f}" for x in s.step_saving_us) if s.step_saving_us
-                      else t("unknown (no profile)", "未知(无 profiling 数据)"))
+                      else t.k('report.console.unknown_no_profile'))
             tab.add_row(s.site_id, _fmt(s.target_us), saving, share)
         console.print(tab)
         if e.e2e_share:
-            console.print(t("end to end (low/mid/high): ", "端到端(低/中/高):")
+            console.print(t.k('report.console.end_to_end_low_mid_high')
                           + " / ".join(f"{x * 100:.2f}%" for x in e.e2e_share) + f" — {e.reason_in(lang)}")
     for p in written:
-        console.print(f"[dim]{t('wrote', '已写入')} {p}[/]")
+        console.print(f"[dim]{t.k('report.console.wrote')} {p}[/]")
