@@ -197,3 +197,46 @@ def test_units_are_mib_and_microseconds(tmp_path):
     assert "L2 192.0 MiB" in res.stdout and "weight MiB" in res.stdout
     design = (tmp_path / "prefetch_design.md").read_text(encoding="utf-8")
     assert not re.search(r"\d us\b", design) and "None" not in design
+
+
+def test_design_gate_says_what_apply_will_say_about_an_installed_file(tmp_path):
+    """Planned against the installed transformers: the design's Confirmation section says that
+    `apply --write` refuses it and how to copy it; planned against a copy: it does not."""
+    transformers = pytest.importorskip("transformers")
+    base = ["prefetch", "analyze", str(EXAMPLE / "profile"), "--model-config",
+            str(EXAMPLE / "config.json")]
+    res = runner.invoke(app, base + ["--model-src", "transformers.models.llama.modeling_llama",
+                                     "--out", str(tmp_path / "installed")])
+    assert res.exit_code == 0, res.output
+    gate = (tmp_path / "installed" / "prefetch_design.md").read_text(encoding="utf-8")
+    gate = gate[gate.index("## 9."):]
+    assert "`apply --write` refuses" in gate and "cp " in gate and "--allow-installed" in gate
+    import shutil
+    copy = tmp_path / "proj" / "modeling_llama.py"
+    copy.parent.mkdir()
+    shutil.copy(Path(transformers.__file__).parent / "models" / "llama" / "modeling_llama.py", copy)
+    res = runner.invoke(app, base + ["--model-src", str(copy), "--out", str(tmp_path / "proj")])
+    assert res.exit_code == 0, res.output
+    assert "refuses" not in (tmp_path / "proj" / "prefetch_design.md").read_text(encoding="utf-8")
+
+
+def test_reports_print_no_python_none(tmp_path):
+    """A report of a plan whose evidence has no measured verdict (no counters in the profile):
+    '–', never 'None'."""
+    res = runner.invoke(app, ["prefetch", "analyze", str(EXAMPLE / "profile"), "--model-src",
+                              "transformers.models.llama.modeling_llama", "--model-config",
+                              str(EXAMPLE / "config.json"), "--out", str(tmp_path)])
+    assert res.exit_code == 0
+    plan = tmp_path / "prefetch_plan.yaml"
+    import yaml as _yaml
+    data = _yaml.safe_load(plan.read_text(encoding="utf-8"))
+    for site in data["sites"]:
+        site["evidence"]["measured_verdict"] = None
+    plan.write_text(_yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    for lang in ("en", "zh"):
+        out = tmp_path / f"r-{lang}" / "report.md"
+        res = runner.invoke(app, ["prefetch", "report", "--plan", str(plan), "--baseline",
+                                  str(EXAMPLE / "profile"), "--optimized", str(EXAMPLE / "profile"),
+                                  "--out", str(out), "--lang", lang])
+        assert res.exit_code in (0, 3), res.output
+        assert "None" not in out.read_text(encoding="utf-8") and "None" not in res.stdout
