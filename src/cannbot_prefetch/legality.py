@@ -48,6 +48,8 @@ class Placement:
     shift: str = "exact"      # exact | earlier | later | fallback (vs the measured window)
     note: str = ""
     scope: str = "same"       # same | next_layer (the weight belongs to the next decoder layer)
+    stmt: int | None = None   # mapping: index of the anchor statement in insert.method, which
+                              # tells the profiled ops after the insertion (placed window)
 
     @classmethod
     def of_site(cls, site: Site) -> "Placement":

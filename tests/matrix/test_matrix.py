@@ -70,17 +70,6 @@ _xfail("issue 10 items 12 and 2: --tp 4 does not shard the source's shapes, so t
        ("test_planned_targets_are_memory_bound_by_counters", "test_planned_targets_run_once_per_layer",
         "test_planned_windows_hold_no_memory_bound_op", "test_costed_window_is_the_placed_window",
         "test_no_safe_window_is_not_planned"), ("llama8b-b1-short-tp4-910B3",))
-_V = ("v_proj is inserted right before its own statement (the window op 'could not be placed'), so the "
-      "placed window is empty while the plan costs k_proj's MatMulV3, itself memory-bound by its "
-      "counters here (910B4)")
-XFAIL[("test_costed_window_is_the_placed_window", "llama3b-b1-long-tp1-910B4")] = f"issue 10 item 4: {_V}"
-XFAIL[("test_no_safe_window_is_not_planned", "llama3b-b1-long-tp1-910B4")] = (
-    f"issue 10 items 3 and 4: {_V}: k_proj runs right before v_proj in every placeable window")
-_xfail("issue 10 item 4: the experts' down_proj is inserted before self.experts, so its prefetch overlaps "
-       "MoeInitRouting, MoeComputeExpertTokens and the gate_up GroupedMatmul (memory-bound by its "
-       "counters) while the plan costs SwiGlu only",
-       ("test_planned_windows_hold_no_memory_bound_op", "test_costed_window_is_the_placed_window"),
-       ("qwen3moe-b1-short-tp1-910B3", "qwen3moe-b8-long-tp1-910B4"))
 XFAIL[("test_safe_window_gets_a_plan", "llama8b-b256-short-tp1-910B4")] = (
     "issue 10 item 7: analyze takes decode at batch 256 for prefill (prefill_not_planned), so nothing is "
     "planned although q_proj and gate_proj are memory-bound by their counters with a light RmsNorm window")

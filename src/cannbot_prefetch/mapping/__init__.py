@@ -17,7 +17,8 @@ from typing import Callable
 from .. import reasons
 from ..legality import Placement, dependency_problem
 from ..windows import Candidate, PredOp, Rejection
-from .place import nearest_legal, place
+from .place import layer_depth, nearest_legal, place
+from .precedes import precedes
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -33,6 +34,8 @@ class Mapped:
     window_call: str = ""       # the source call the window op was matched to
     notes: tuple[str, ...] = ()
     in_layers: bool = False     # the target's call runs once per decoder layer (the layers loop)
+    precedes: int | None = -1   # Candidate.lead index of the op the inserted call precedes
+    precedes_by: str = ""       # stack | calls: how that op was found (precedes.py)
 
 
 def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:
@@ -165,9 +168,9 @@ class Mapper:
         if pl.note:
             notes.append(pl.note)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
-        from .place import layer_depth
+        k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl)
         return Mapped(lin, pl, method, role, wcall, tuple(notes),
-                      layer_depth(self.ms, e.path) is not None)
+                      layer_depth(self.ms, e.path) is not None, k, how)
 
 
 def _dtype_bytes(dtypes: str) -> float:
@@ -177,7 +180,7 @@ def _dtype_bytes(dtypes: str) -> float:
 
 def _kind_of(op: PredOp) -> str:
     t = (op.type or "").lower()
-    if op.cls == "memory_heavy" or "matmul" in t or "gemm" in t:
+    if "matmul" in t or "gemm" in t:
         return "linear"
     if "norm" in t:
         return "norm"

@@ -104,7 +104,7 @@ def place_manual(ms: ModelSource, events: list[Event], t: ManualTarget, window: 
             continue
         pl = Placement(Insert(h.cls, h.method, h.call, "before"), w, wexpr,
                        Join(h.cls, h.method, "end"), ms.file_of(h.cls), "manual",
-                       f"--window {w}: before {h.call} in {h.cls}.{h.method}")
+                       f"--window {w}: before {h.call} in {h.cls}.{h.method}", stmt=h.stmt)
         problem = accept(pl, t.lin)
         if problem:
             raise InputError(f"--window {window}: the rewriter refuses it: {problem}")

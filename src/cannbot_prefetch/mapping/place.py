@@ -172,7 +172,7 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
         return Placement(Insert(th.cls, th.method, th.call, "before"), dep, wexpr, join, file,
                          "earlier" if heavy_before else "exact",
                          f"{th.call} and the window op share one statement: the prefetch goes "
-                         f"before it, on its input '{dep}'")
+                         f"before it, on its input '{dep}'", stmt=th.stmt)
     if wh.stmt > th.stmt:
         return "the window op runs after the target's statement"
     wstmt = _stmt(ms, wh.cls, wh.method, wh.stmt)
@@ -185,13 +185,13 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
             dep = input_of(ms, wh.cls, wh.method, wh.stmt, wh.call, params)
             if dep is not None:
                 return Placement(Insert(th.cls, th.method, wh.call, "before"), dep, wexpr, join,
-                                 file, "exact")
+                                 file, "exact", stmt=wh.stmt)
         out = output_of(wstmt)
         if out is None:
             return f"{wh.call} in {th.cls}.{th.method} assigns no value to depend on"
         return Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
                          "later", f"the window op runs inside {wh.call} after heavy MatMuls; the "
-                                  f"nearest legal start is its output '{out}'")
+                                  f"nearest legal start is its output '{out}'", stmt=wh.stmt)
     # ops that run inside the same call after the MatMul are window time the insertion loses
     lost = w_deeper and any(events[i].kind in ("linear", "norm", "act", "module")
                             for i in inner if i > w_idx)
@@ -201,7 +201,7 @@ def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: s
     return Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
                      "later" if lost else "exact",
                      f"{wh.call} runs more ops after the window's MatMul; the nearest legal start "
-                     f"is its output '{out}'" if lost else "")
+                     f"is its output '{out}'" if lost else "", stmt=wh.stmt)
 
 
 def layer_depth(ms: ModelSource, path) -> int | None:
@@ -240,7 +240,7 @@ def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, s
     return Placement(Insert(wh.cls, wh.method, wh.call, "after"), out, wexpr,
                      Join(wh.cls, wh.method, "end"), ms.file_of(wh.cls), "exact",
                      f"cross-layer: after {wh.call} of this layer, prefetch the next layer's "
-                     f"weight", "next_layer")
+                     f"weight", "next_layer", stmt=wh.stmt)
 
 
 def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr,
@@ -265,7 +265,7 @@ def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearA
                        Join(h.cls, h.method, "end"),
                        ms.file_of(h.cls) if h.cls in ms.classes else lin.file, "fallback",
                        f"nearest legal dependency: the input '{dep}' of {h.call} in "
-                       f"{h.cls}.{h.method}")
+                       f"{h.cls}.{h.method}", stmt=h.stmt)
         problem = accept(pl) if accept else None
         if problem is None:
             return pl

@@ -41,7 +41,8 @@ from ..roofline.verdict import decide
 from ..settings import configs_dir, policy
 from ..gain import GainInputs, to_evidence
 from ..sizing import Sized, Weight, WindowTime, size_site
-from ..windows import Candidate, Rejection, TargetSig, find_windows
+from ..windows import Candidate, Rejection, TargetSig, Window, find_windows
+from ..windows.placed import placed_window
 
 DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "int8": 1,
                "fp32": 4, "float32": 4, "float": 4}
@@ -125,12 +126,18 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         rejections += res.rejections
         notes += res.notes
         mapped_any = False
+        min_us = float(opts.min_window_us if opts.min_window_us is not None
+                       else pol["windows"]["min_window_us"])
         for cand in res.candidates:
             got = mapper.map(cand)
             if isinstance(got, Rejection):
                 rejections.append(got)
                 continue
             mapped_any = True
+            cand = _placed(cand, got, min_us)     # the costed window is the placed one
+            if isinstance(cand, Rejection):
+                rejections.append(cand)
+                continue
             views.append((cand, got, _size(got, cand, hw, opts, 1, cfg)))
         if res.candidates and not mapped_any:
             _no_match(ms, res.candidates)
@@ -262,20 +269,28 @@ def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: i
 
 
 def effective_window_us(cand: Candidate, m: Mapped) -> float:
-    """The measured window, or 0 when the legal insertion comes after the window op."""
-    return 0.0 if m.placement.shift == "later" else float(cand.window.time_us)
+    """The usable time of the window the plan costs: the placed one (`_placed`)."""
+    return float(cand.window.time_us)
 
 
 def effective_window_bytes(cand: Candidate, m: Mapped) -> int:
-    """What the window's ops move; an "earlier" placement of a 3a window also overlaps the
-    memory-heavy op whose output starts it: its bytes compete with the prefetch, its time is not
-    free (CONTRACTS "Defaults": a memory-bound op is never free window time). Interim until the
-    placed span is costed op by op (issue 10 item 4)."""
-    w = cand.window
-    n = sum(o.bytes for o in w.ops)
-    if m.placement.shift == "earlier" and w.branch == "3a":
-        n += int(w.start_op.bytes)
-    return int(n)
+    """What the placed window's ops move (they compete with the prefetch for HBM)."""
+    return int(sum(o.bytes for o in cand.window.ops))
+
+
+def _placed(cand: Candidate, m: Mapped, min_us: float) -> Candidate | Rejection:
+    """The candidate with the window its insertion really gives (issue 10 item 4): mapping says
+    which profiled op the inserted call precedes, windows/placed.py costs the span from there to
+    the target; no safe window there -> a rejection naming the ops."""
+    i = m.placement.insert
+    where = f"{i.position} `{i.anchor_call}` in {i.cls}.{i.method}"
+    got = placed_window(cand, m.precedes, min_us, where)
+    if isinstance(got, Window):
+        return replace(cand, window=got)
+    code, why = got
+    return Rejection(cand.target.label, code, f"{m.target.qualname}: {why}", cand.target,
+                     cand.cluster, cand.clusters, cand.instances, cand.per_step, cand.mean_us,
+                     cand.preds, cand.stack, m.target.qualname, cand.site_rank)
 
 
 def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
@@ -358,7 +373,8 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
             # which verdict chose the target (the measured one where counters exist) and why
             "verdict_by": dec.by, "verdict_why": dec.why, "roofline_why": dec.roofline_why,
             "ai": round(float(t.ai or 0), 2), "ridge": round(float(t.ridge or 0), 1),
-            "window": {**w.to_dict(), "shift": pl.shift, "source_call": m.window_call},
+            "window": {**w.to_dict(), "shift": pl.shift, "source_call": m.window_call,
+                       "placed_by": m.precedes_by},
         })
     else:
         ev["window"] = {"shift": pl.shift, "manual": opts.window or "(nearest legal dependency)"}

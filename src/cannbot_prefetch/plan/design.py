@@ -72,12 +72,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         i = v.site.insert
         L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, pos=pos[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
         shift = v.site.evidence.get("window", {}).get("shift")
-        if shift == "earlier" and v.candidate is not None:
-            L.append(f"  {t['shift_earlier'].format(what=v.candidate.window.start_op.type)}")
-        elif shift == "later":
-            L.append(f"  {t['shift_later'].format(time=_fmt(v.site.evidence['window'].get('effective_us')))}")
-        elif shift == "fallback":
-            L.append(f"  {t['shift_fallback']}")
+        if shift in ("earlier", "later", "fallback") and v.candidate is not None:
+            L.append(f"  {t['shift_placed'].format(shift=shift)}")
     L.append("")
 
     L += [f"## {t['files']}", ""]
@@ -203,7 +199,7 @@ def _window_text(v: SiteView, t: dict[str, str]) -> str:
         w = v.site.evidence.get("window", {})
         return f"manual: {w.get('manual', '')}"
     w = c.window
-    ops = ", ".join(o.type for o in w.ops) or "–"
+    ops = ", ".join(o.type for o in reversed(w.ops)) or "–"     # in execution order
     reason = t[f"reason_{w.branch}"].format(op=w.start_op.type, ops=ops, why=w.start_op.why)
     if w.instances < c.instances:
         reason += t["reason_agree"].format(n=w.instances, total=c.instances)

@@ -84,7 +84,8 @@ def decide(sig: Any, pol: dict[str, Any]) -> Decision:
     return Decision(measured, "counters", m_why, sig.verdict, a_why)
 
 
-def split_targets(sigs: Sequence[Any], pol: dict[str, Any]) -> tuple[list[Any], list[tuple[Any, str, str]]]:
+def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
+                  ) -> tuple[list[Any], list[tuple[Any, str, str]]]:
     """Memory-bound candidates -> (targets, [(sig, reason code, reason)]): only signatures whose
     deciding verdict is memory-bound are targets; the rest are listed with the reason."""
     from .. import reasons

@@ -112,7 +112,8 @@ def layer_units(per) -> dict[tuple, tuple[int, int] | None]:
     return out
 
 
-def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]], int]], str]:
+def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]], int]],
+                                                 str]:
     """Group instances by (call-site frame, rank within the layer), ordered by first seen; each
     group with its rank. Returns (groups, note)."""
     units = units if units is not None else layer_units(per)
@@ -133,4 +134,5 @@ def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]],
         groups[(frame, seen[slot])].append((key, j))
         seen[slot] += 1
     first = lambda m: min(per[k][j].start for k, j in m)
-    return sorted(((m, rank) for (_f, rank), m in groups.items()), key=lambda mr: first(mr[0])), note
+    out = sorted(((m, rank) for (_f, rank), m in groups.items()), key=lambda mr: first(mr[0]))
+    return out, note

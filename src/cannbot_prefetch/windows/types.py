@@ -79,6 +79,19 @@ class PredOp:
 
 
 @dataclass(frozen=True)
+class LeadOp:
+    """An op before the target (nearest first), with the times a placed window is costed from:
+    medians over the cluster's agreeing instances, in us before the target's start."""
+
+    op: PredOp
+    matmul: bool           # a MatMul-family kernel (a linear in the model source)
+    start_us: float        # target start - this op's start
+    end_us: float          # target start - this op's end (a prefetch issued after it starts here)
+    overlap_us: float      # heavy / communication work on other streams in [end, target start)
+    min_free_us: float = 0.0   # smallest (end - overlap) over the instances
+
+
+@dataclass(frozen=True)
 class Window:
     branch: str            # "3a" (large MatMul output) | "3b" (light predecessor input)
     start: str             # "input" | "output" of start_op
@@ -93,7 +106,8 @@ class Window:
 
     def to_dict(self) -> dict[str, Any]:
         return {"branch": self.branch, "start": self.start, "start_op": self.start_op.type,
-                "ops": [o.type for o in self.ops], "time_us": round(self.time_us, 3),
+                "ops": [o.type for o in reversed(self.ops)],   # in execution order
+                "time_us": round(self.time_us, 3),
                 "min_us": round(self.min_us, 3), "raw_us": round(self.raw_us, 3),
                 "overlap_us": round(self.overlap_us, 3), "instances": self.instances,
                 "reason": self.reason}
@@ -113,6 +127,8 @@ class Candidate:
     preds: tuple[PredOp, ...] = ()      # all examined predecessors, nearest first
     stream: str | None = None
     site_rank: int = 0     # order within the layer among this signature's calls at one frame
+    lead: tuple[LeadOp, ...] = ()       # ops before the target, nearest first (placed windows)
+    lead_stack: str = ""                # the target's stack at the instance `lead` was read at
 
     @property
     def key(self) -> str:

@@ -1,0 +1,73 @@
+"""The placed window (issue 10 item 4): the span between where the code really issues the
+prefetch and the target call, costed from the ops in it.
+
+Mapping says which profiled op the inserted call precedes (`Candidate.lead[k]`, -1 for the target
+itself); the window is then lead[0..k]: it starts when the op before them ends (the dependency is
+ready) and ends at the target's start. When that is the measured window the measured numbers
+stand. Otherwise the ops decide as in the seed's table: a memory-bound or communication op inside
+is never free window time, and moving the insertion earlier only adds ops, so the site has "no
+safe window"; a span under `min_window_us` has no window either. The branch follows from what
+precedes the span: a memory-heavy op (its output starts it, 3a) or a light one (3b).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import reasons
+from .types import COMM, HEAVY, Candidate, Window
+
+
+def measured_first(cand: Candidate) -> int:
+    """Index in `lead` of the measured window's first op (-1: the window holds no op)."""
+    return len(cand.window.ops) - 1
+
+
+def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
+                  ) -> Window | tuple[str, str]:
+    """The window of an insertion that precedes cand.lead[k] (-1: the target); None = further
+    back than the ops recorded. `where` names the insertion for the reasons. Returns the Window
+    or (reason code, reason)."""
+    if k is None:
+        return (reasons.NO_SAFE_WINDOW,
+                f"the prefetch issued {where} runs more than {len(cand.lead)} ops before the "
+                f"target: its window cannot be shown free of memory-bound ops")
+    if k == measured_first(cand):
+        return cand.window
+    lead = cand.lead
+    ops = tuple(lo.op for lo in lead[:k + 1])
+    busy = [o for o in ops if o.cls in (HEAVY, COMM)]
+    if busy:
+        names = ", ".join(f"{o.type} ({o.why})" for o in reversed(busy))
+        return (reasons.NO_SAFE_WINDOW,
+                f"the prefetch issued {where} also overlaps {names}: a memory-bound or "
+                f"communication op is never free window time, and an earlier insertion only adds "
+                f"ops (seed: no safe window)")
+    before = lead[k + 1] if k + 1 < len(lead) else None
+    if before is not None:
+        raw, overlap, low = before.end_us, before.overlap_us, before.min_free_us
+    elif k >= 0:
+        raw, overlap, low = lead[k].start_us, 0.0, lead[k].start_us
+    else:
+        raw, overlap, low = 0.0, 0.0, 0.0
+    usable = raw - overlap
+    if usable < min_us:
+        what = (f" (window: {', '.join(o.type for o in reversed(ops))})" if ops
+                else ", with no op between the call and the target")
+        return (reasons.WINDOW_TOO_SHORT,
+                f"the prefetch issued {where} leaves {usable:.1f} us before the target{what} "
+                f"< min_window_us {min_us:g}")
+    if before is not None and before.op.cls == HEAVY:
+        branch, start, start_op = "3a", "output", before.op
+        why = (f"placed after {start_op.type} ({start_op.why}): its output starts the prefetch; "
+               f"the window covers {', '.join(o.type for o in reversed(ops)) or 'no op'} "
+               "(window rule 3a)")
+    else:
+        branch, start, start_op = "3b", "input", ops[-1]
+        why = (f"placed before {start_op.type}: light op(s) "
+               f"{', '.join(o.type for o in reversed(ops))} (window rule 3b)")
+    w = cand.window
+    return replace(w, branch=branch, start=start, start_op=start_op, ops=ops,
+                   time_us=round(usable, 3), min_us=round(min(usable, low), 3),
+                   raw_us=round(raw, 3), overlap_us=round(overlap, 3),
+                   reason=why + f" (the measured window was {w.branch}, {w.time_us:.1f} us)")
