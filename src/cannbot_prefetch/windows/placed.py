@@ -62,10 +62,14 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
         why = (f"placed after {start_op.type} ({start_op.why}): its output starts the prefetch; "
                f"the window covers {', '.join(o.type for o in reversed(ops)) or 'no op'} "
                "(window rule 3a)")
-    else:
+    elif ops:
         branch, start, start_op = "3b", "input", ops[-1]
         why = (f"placed before {start_op.type}: light op(s) "
                f"{', '.join(o.type for o in reversed(ops))} (window rule 3b)")
+    else:             # idle time right before the target (a host-bound timeline)
+        start_op = before.op if before is not None else cand.window.start_op
+        branch, start = "3b", "output"
+        why = f"placed after {start_op.type}: no op runs before the target, only idle time"
     w = cand.window
     return replace(w, branch=branch, start=start, start_op=start_op, ops=ops,
                    time_us=round(usable, 3), min_us=round(min(usable, low), 3),
