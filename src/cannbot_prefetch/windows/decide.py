@@ -14,7 +14,9 @@ from ..settings import policy
 from .classes import WindowRules, default_rules
 from .clusters import _cluster, layer_units
 from .timeline import _Op, _OtherStreams, _merge_communication, _timelines
-from .types import COMM, HEAVY, Candidate, Rejection, TargetSig, Window, WindowResult
+from .types import COMM, HEAVY, Candidate, LeadOp, Rejection, TargetSig, Window, WindowResult
+
+LEAD_OPS = 16   # ops before a target kept for placed windows (an insertion further back is refused)
 
 
 @dataclass
@@ -115,8 +117,8 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     start_op = seq[j1 - 1 - d1.start_i]
     ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
     if d1.branch == "3b":
-        why = (f"light predecessor(s) {', '.join(o.type for o in ops)}: the prefetch starts at "
-               f"{start_op.type}'s input (window rule 3b)")
+        why = (f"light predecessor(s) {', '.join(o.type for o in reversed(ops))}: the prefetch "
+               f"starts at {start_op.type}'s input (window rule 3b)")
     else:
         why = (f"{start_op.type} is memory-heavy ({start_op.why}) but its output frees the "
                f"bandwidth: the prefetch starts there (window rule 3a)")
@@ -127,7 +129,29 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
                  round(statistics.median(d.overlap_us for _, _, d in agree), 3), len(agree), why)
     wstack = tuple(s for s in start_op.stack.split(";") if s) if start_op.stack else ()
     return Candidate(t, ci, n_clusters, len(members), per_step, round(mean_us, 3), win,
-                     rep_stack, wstack, preds, key0[1], rank)
+                     rep_stack, wstack, preds, key0[1], rank,
+                     _lead(per, agree, k1, j1, max(lookback, LEAD_OPS), other), seq[j1].stack)
+
+
+def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams") -> tuple[LeadOp, ...]:
+    """Up to `n` ops before the target at the representative instance, with medians over the
+    agreeing instances of their offsets before the target (a placed window is costed from them
+    when the insertion point differs from the measured window's start)."""
+    out = []
+    for i, op in enumerate(per[k1][max(0, j1 - n):j1][::-1]):
+        offs = []
+        for k, j, _ in agree:
+            if j - 1 - i < 0:
+                continue
+            o, t = per[k][j - 1 - i], per[k][j]
+            offs.append(((t.start - o.start) / 1000, (t.start - o.end) / 1000,
+                         other.overlap(o.end, t.start, t)))
+        if 2 * len(offs) < len(agree):
+            break
+        out.append(LeadOp(op.pred(), op.sig is not None,
+                          *(round(statistics.median(x[c] for x in offs), 3) for c in range(3)),
+                          round(min(x[1] - x[2] for x in offs), 3)))
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ main entry
