@@ -82,7 +82,8 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
 
     info = profile.info if profile is not None else None
     hw = hwmod.resolve(opts.hardware, info)
-    if opts.hbm_bw_tbps or opts.peak_tflops or opts.cmo_bw_gbps:
+    # `is not None`: an override of 0 is refused by with_overrides, never silently ignored
+    if opts.hbm_bw_tbps is not None or opts.peak_tflops or opts.cmo_bw_gbps is not None:
         hw = hw.with_overrides(hbm_bw_tbps=opts.hbm_bw_tbps, peaks=opts.peak_tflops or None,
                                cmo_bw_gbps=opts.cmo_bw_gbps)
     if hwmod.is_assumed(hw):

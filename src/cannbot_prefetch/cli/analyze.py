@@ -79,8 +79,10 @@ def analyze(
             raise InputError(Msg("analyze.mode_choice", value=mode))
         if dtype is not None and dtype not in ("bf16", "fp16", "int8"):
             raise InputError(Msg("analyze.dtype_choice", value=dtype))
-        for name, val in (("--top", top), ("--tp", tp), ("--moe-tp", moe_tp)):
-            if val < 1:
+        for name, val in (("--top", top), ("--tp", tp), ("--moe-tp", moe_tp),
+                          ("--lookback", lookback), ("--max-sites", max_sites),
+                          ("--max-size-cap", max_size_cap), ("--experts-per-rank", experts_per_rank)):
+            if val is not None and val < 1:    # 0 is a value, never "not given"
                 raise InputError(Msg("analyze.at_least_1", name=name))
         opts = AnalyzeOptions(
             profile=profile, rank=rank, run=run, step=step, steps=_parse_steps(step, steps),

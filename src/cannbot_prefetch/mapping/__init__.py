@@ -36,6 +36,7 @@ class Mapped:
     in_layers: bool = False     # the target's call runs once per decoder layer (the layers loop)
     precedes: int | None = -1   # Candidate.lead index of the op the inserted call precedes
     precedes_by: str = ""       # stack | calls: how that op was found (precedes.py)
+    signature: dict | None = None   # manual target, no window: the profile signature of its shape
 
 
 def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:

@@ -378,6 +378,8 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
         })
     else:
         ev["window"] = {"shift": pl.shift, "manual": opts.window or "(nearest legal dependency)"}
+        if m.signature:   # so `report` finds the target's kernels in this profile
+            ev["signature"] = dict(m.signature)
     if s.gain_inputs is not None:   # the benefit inputs, as gain.inputs_of reads them back
         rec = to_evidence(s.gain_inputs)
         ev.update({k: v for k, v in rec.items() if k != "window"})
@@ -418,10 +420,22 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
         pl = place_manual(ms, mapper.events, t, opts.window, mapper.accept)
         b = _dtype_bytes(opts, cfg, None)
         role = role_of(t.attr, t.lin, "", b)
-        m = Mapped(t.lin, pl, "manual", role, "", (pl.note,) if pl.note else ())
         cand = windows_by_attr.get(t.lin.qualname)
+        sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
+        m = Mapped(t.lin, pl, "manual", role, "", (pl.note,) if pl.note else (), signature=sig)
         out.append((cand, m, _size(m, cand, hw, opts, 1, cfg)))
     return out
+
+
+def _signature_of(roofline, lin) -> dict[str, Any] | None:
+    """The profile's MatMul-family signature whose weight shape is the manual target's (the one
+    with the most time when several match), whatever its verdict; None when none matches."""
+    from ..mapping.shape import dims_match
+    hits = [s for s in roofline.signatures if s.n and s.k and dims_match(lin, s.n, s.k, s.family)]
+    if not hits:
+        return None
+    best = max(hits, key=lambda s: s.total_us or 0.0)
+    return {"type": best.type, "input_shapes": best.input_shapes, "dtypes": best.dtypes}
 
 
 def _no_match(ms: ModelSource, cands: Sequence[Candidate]) -> None:

@@ -313,6 +313,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 
     results: list[FileResult] = []
     warnings: list[str] = []
+    still_used: list[str] = []        # our files that keep another plan's sites after a revert
     for path, sites in by_file.items():
         shown = imported[path]
         if not path.is_file():
@@ -338,6 +339,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
             if others:
                 fr.notes.append(f"kept the lines of site(s) {', '.join(sorted(others))}: another "
                                 f"plan wrote them")
+                still_used.append(shown.name)
             results.append(fr)
             continue
         if others:
@@ -380,8 +382,9 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
             raise InputError("exists and was not written by cannbot-prefetch: choose another "
                              "--helper path", path=str(helper_path))
         users = _other_users(helper_path, set(by_file) | set(imported.values())) if old else []
+        users_named = [u.name for u in users] + still_used
         if revert:
-            new = old if users else None
+            new = old if users_named else None
         elif any_applied:
             new = helper_source(plan.mode, plan.switch.config_path, plan.switch.default)
             if users and old is not None and new != old:
@@ -394,8 +397,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
         status = "unchanged" if new == old else "changed"
         fr = FileResult(str(helper_path), status, kind="helper", old=old, new=new,
                         stale=[str(t) for t in stale_temps(helper_path)])
-        if revert and users:
-            fr.notes.append(f"kept: {', '.join(u.name for u in users)} still import it")
+        if revert and users_named and old is not None:
+            fr.notes.append(f"kept: {', '.join(users_named)} still import it")
         results.append(fr)
 
     if plan.switch.config_file:
