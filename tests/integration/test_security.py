@@ -132,9 +132,10 @@ def test_s2_apply_never_writes_plan_text_into_source(project, tmp_path, case):
     marker = tmp_path / "PWNED_S2"
     value = template.format(touch=_touch(marker))
     # the payload is live: the code the old rewriter built from it creates the marker
-    if naive is None:
-        code = helper_mod._TEMPLATE.format(header=helper_mod.HEADER, mode="eager",
-                                           config_path=value, default=False)
+    if naive is None:   # the helper as it is written, minus the grammar check
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(helper_mod.grammar, "is_dotted", lambda *a, **k: True)
+            code = helper_mod.helper_source("eager", value)
     else:
         code = naive(value)
     exec(compile(code, "naive", "exec"), {"_cbp": _Stub(), "self": _Stub(), "h": 1, "w": 1})  # noqa: S102
