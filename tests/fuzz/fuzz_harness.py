@@ -118,9 +118,10 @@ def watchdog(seconds: int = HANG_S):
 @dataclass
 class Run:
     code: int | None
-    output: str
+    output: str          # stdout and stderr together
     seconds: float
     kind: str            # ok | refused | internal | hang
+    stdout: str = ""
 
 
 def cli(args: list[str]) -> Run:
@@ -137,16 +138,20 @@ def cli(args: list[str]) -> Run:
         return Run(None, str(exc), time.monotonic() - start, "hang")
     seconds = time.monotonic() - start
     out = res.output or ""
+    try:
+        stdout = res.stdout or ""
+    except ValueError:
+        stdout = out
     exc = res.exception
     if exc is not None and not isinstance(exc, SystemExit):
         return Run(res.exit_code, f"{out}\nuncaught {type(exc).__name__}: {exc}", seconds, "internal")
     if "internal error" in out or "Traceback (most recent call last)" in out:
         return Run(res.exit_code, out, seconds, "internal")
     if res.exit_code == 0:
-        return Run(0, out, seconds, "ok")
+        return Run(0, out, seconds, "ok", stdout)
     if res.exit_code in (1, 2, 3) and "error" in out.lower() or res.exit_code == 1:
-        return Run(res.exit_code, out, seconds, "refused")
-    return Run(res.exit_code, out, seconds, "internal")
+        return Run(res.exit_code, out, seconds, "refused", stdout)
+    return Run(res.exit_code, out, seconds, "internal", stdout)
 
 
 # ---------------------------------------------------------------- real inputs
