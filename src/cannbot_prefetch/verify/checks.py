@@ -180,11 +180,20 @@ def pick_layer(model, plan: Plan):
 
 
 def capture_inputs(layer, run):
-    """Run the model once and keep the (args, kwargs) of the layer's first call."""
+    """Run the model once and keep the (args, kwargs) of the layer's first call, copied as they
+    were before the call: a KV cache among them is grown by the call itself, and replaying the
+    layer on the grown cache would not be the call that was captured."""
+    import copy
+
     seen = {}
 
     def hook(mod, args, kwargs):
-        seen.setdefault("call", (args, dict(kwargs)))
+        if "call" in seen:
+            return
+        try:
+            seen["call"] = copy.deepcopy((args, dict(kwargs)))
+        except Exception:  # noqa: BLE001 - an argument that cannot be copied: keep references
+            seen["call"] = (args, dict(kwargs))
 
     h = layer.register_forward_pre_hook(hook, with_kwargs=True)
     try:
