@@ -108,6 +108,20 @@ def inputs_of(site: Any) -> GainInputs | None:
                       float(ev.get("useful_share", 1.0)))
 
 
+def roofline_bound(site: Any, hw: Any, pol: dict[str, Any] | None = None) -> Saving | None:
+    """Per call, at most: what `expected` gives when the op runs at the HBM roof (decode: it
+    reads its weight, weight bytes / HBM) and a window hides the whole prefetch. Needs only the
+    plan's shapes and the hardware, so it exists without a profile."""
+    import math
+    b = site.basis
+    weight = math.prod(b.dims) * b.dtype_bytes
+    if weight <= 0:
+        return None
+    t_mem = weight / float(hw.hbm_bw_bytes_per_s) * 1e6
+    g = GainInputs(t_mem, int(weight), 0.0, 1.0, float("inf"))
+    return expected(site.max_size, g, hw, pol).per_op
+
+
 @dataclass(frozen=True)
 class SiteGain:
     """A site's expected gain and where it came from."""

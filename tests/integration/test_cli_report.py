@@ -209,3 +209,63 @@ def test_bundled_llama_example_ab_with_the_synth_generator(tmp_path):
     # ... and with it a 10 us window carries ~2.7 MB, far below 0.7 x 32 MiB: the next step is a
     # longer window, not a larger size
     assert doc["sites"][0]["action"] == "move_dependency"
+
+
+# ------------------------------------------------------------- the plan alone (no profile)
+
+def _manual_plan(tmp_path):
+    """A manual-mode plan made without a profile, on a copy of transformers' real Llama file."""
+    import shutil
+
+    transformers = pytest.importorskip("transformers")
+    src = Path(transformers.__file__).parent / "models" / "llama" / "modeling_llama.py"
+    shutil.copy(src, tmp_path / "modeling_llama.py")
+    shutil.copy(LLAMA / "config.json", tmp_path / "config.json")
+    res = runner.invoke(app, ["prefetch", "analyze", "--target", "LlamaMLP.down_proj", "--model-src",
+                              str(tmp_path / "modeling_llama.py"), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    return tmp_path / "out" / "prefetch_plan.yaml"
+
+
+def test_plan_alone_writes_the_expected_gain_and_the_ab_script(tmp_path):
+    # issue 9 (agent paths) / CONTRACTS report: with the plan alone, the expected-gain analysis
+    # from the plan's shapes and hardware, "unknown" where a profile is needed, and the A/B script
+    plan = _manual_plan(tmp_path)
+    out = tmp_path / "r" / "report.md"
+    res = _run("--plan", plan, "--out", out, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["mode"] == "plan" and doc["overall"] == "expected_only" and doc["baseline"] is None
+    site = doc["expected"]["sites"][0]
+    assert site["saving_per_step_us"] is None and site["gain_source"] == "unknown"
+    # at most: 16 MiB at 1.6 TB/s, (1 - 1/4.2) of it saved from L2, the op at the HBM roof
+    assert site["bound_per_op_us"][1] == pytest.approx(16 * 2**20 / 1.6e12 * 1e6 * (1 - 1 / 4.2), abs=0.01)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["report.md", "run_prefetch_ab.py"]
+    text = out.read_text()
+    assert "unknown (no profile)" in text and "EXPECTED GAIN ONLY" in text
+    assert "0.00 / 0.00 / 0.00" not in text and "`None`" not in text
+    assert "LlamaMLP.gate_proj" in text.split("## 7.")[1]          # the overlap risk
+
+
+def test_plan_alone_gives_the_plans_own_number(tmp_path):
+    # an analyze plan records its benefit inputs: without any profile the report still shows the
+    # plan's per-step saving, computed by the same function for the plan's hardware
+    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+    transformers = pytest.importorskip("transformers")
+    site_packages = str(Path(transformers.__file__).resolve().parents[1])
+    analyze(AnalyzeOptions(profile=str(LLAMA / "profile"), model_src="transformers.models.llama.modeling_llama",
+                           model_config=str(LLAMA / "config.json"), out=str(tmp_path / "a"),
+                           src_map=(("/usr/local/lib/python3.10/site-packages", site_packages),)))
+    plan = yaml.safe_load((tmp_path / "a" / "prefetch_plan.yaml").read_text())
+    res = _run("--plan", tmp_path / "a" / "prefetch_plan.yaml", "--out", tmp_path / "r" / "report.md", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    want = plan["sites"][0]["saving_us"]
+    assert doc["expected"]["sites"][0]["saving_per_step_us"] == [want["low"], want["mid"], want["high"]]
+
+
+def test_optimized_without_baseline_is_unusable_input(tmp_path):
+    plan = write_plan(tmp_path)
+    b = write_profile(tmp_path / "b")
+    res = _run("--plan", plan, "--optimized", b, "--out", tmp_path / "o" / "r.md")
+    assert res.exit_code == 2 and not (tmp_path / "o").exists()

@@ -85,10 +85,6 @@ _xfail("issue 10 item 6: GroupedMatmul weights are prefetched from offset 0 and 
        "counts as saved (evidence.useful_share 1.0), though only E_hit of 128 experts are read per layer "
        "(8 at batch 1, 52 at batch 8)", ("test_moe_saving_counts_only_the_experts_hit",),
        ("qwen3moe-b1-short-tp1-910B3", "qwen3moe-b8-long-tp1-910B4"))
-_xfail("issue 10 item 8: the A/B report (baseline and optimized given) states no expected per-step gain "
-       "(expected: null); analyze JSON, plan, design and the baseline-only report agree",
-       ("test_one_gain_for_one_plan",),
-       ("llama1b-b1-short-tp1-910B3", "llama8b-b1-short-tp4-910B3", "qwen3moe-b1-short-tp1-910B3"))
 
 
 def _params(test: str, names=None):

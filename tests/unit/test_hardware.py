@@ -103,11 +103,18 @@ def test_explicit_name_wins():
     assert p.name == "910B4" and p.detected_from == "--hardware 910b4"
 
 
-@pytest.mark.parametrize("kw", [{}, {"soc": "Ascend910B"}, {"cube_cores": 16, "freq_mhz": 1000}])
+@pytest.mark.parametrize("kw", [{"soc": "Ascend910B"}, {"cube_cores": 16, "freq_mhz": 1000}])
 def test_fallback_is_910b3_and_says_it_is_assumed(kw):
-    p = hardware.resolve(None, info(**kw) if kw else None)
+    p = hardware.resolve(None, info(**kw))
     assert p.name == "910B3" and hardware.is_assumed(p)
     assert p.detected_from.startswith("assumed 910B3")
+
+
+def test_no_profile_names_the_default_not_a_profile():
+    # manual mode (issue 10 item 13): there is no profile that could "name no part"
+    p = hardware.resolve(None, None)
+    assert p.name == "910B3" and hardware.is_assumed(p)
+    assert p.detected_from.startswith("default 910B3") and "profile names no part" not in p.detected_from
 
 
 def test_overrides_are_recorded_and_original_untouched():

@@ -13,7 +13,7 @@ from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, pr
 @prefetch.command("report")
 def report(
     plan: Annotated[str, typer.Option("--plan", help="The plan (prefetch_plan.yaml) that was applied.")],
-    baseline: Annotated[str, typer.Option("--baseline", help="Profile with the switch off.")],
+    baseline: Annotated[Optional[str], typer.Option("--baseline", help="Profile with the switch off. Without it (no profile): the expected gain from the plan's shapes and hardware, 'unknown' where a profile is needed, and the A/B script.")] = None,
     optimized: Annotated[Optional[str], typer.Option("--optimized", help="Profile with the switch on. Without it: expected-gain analysis only.")] = None,
     verify_result: Annotated[Optional[str], typer.Option("--verify-result", help="verify.json from `cannbot prefetch verify`.")] = None,
     out: Annotated[str, typer.Option("--out", help="Markdown report path; the chart, next plan and A/B script go beside it.")] = "report.md",

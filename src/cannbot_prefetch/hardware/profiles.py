@@ -334,6 +334,9 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
             extra = f" (same numbers as {', '.join(also)})" if also else ""
             return replace(hits[0], detected_from=f"profile reports {cores} cube cores @ {mhz:g} MHz{extra}")
     prof = load(DEFAULT_PART)
+    if info is None:   # manual mode: no profile to detect a part from
+        return replace(prof, detected_from=f"default {DEFAULT_PART} (no profile to detect the part "
+                                           "from); pass --hardware NAME to choose")
     said = []
     if soc:
         said.append(f"SoC {soc!r} unknown")
@@ -362,7 +365,7 @@ def parse_peak_overrides(items: list[str] | tuple[str, ...] | None) -> dict[str,
 
 def is_assumed(prof: HardwareProfile) -> bool:
     """True when `resolve` fell back to the default part (the caller prints a one-line warning)."""
-    return prof.detected_from.startswith("assumed ")
+    return prof.detected_from.startswith(("assumed ", "default "))
 
 
 def calibrate(out_path: str | Path | None = None, *, seconds: float = 3.0,

@@ -111,3 +111,24 @@ def place_manual(ms: ModelSource, events: list[Event], t: ManualTarget, window: 
         return pl
     raise InputError(f"--window {window}: neither a module called before {t.cls}.{t.attr} nor a "
                      f"value defined on its call path")
+
+
+def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) -> list[Event]:
+    """The MatMul-family calls (linears) the forward pass runs between the insertion point and
+    the target: the prefetch overlaps them and shares their HBM traffic. Manual mode lists them
+    as risks, since without a profile nothing says whether they leave bandwidth free."""
+    from .place import _call_node
+
+    ins = pl.insert
+    m = ms.method(ins.cls, ins.method)
+    if m is None or pl.scope != "same":
+        return []
+    at = next((k for k, s in enumerate(m.stmts) if _call_node(s, ins.anchor_call) is not None), None)
+    if at is None:
+        return []
+    first = at if ins.position == "before" else at + 1
+    inside = [i for i in range(t_idx) if any(h.cls == ins.cls and h.method == ins.method
+                                             and h.stmt >= first for h in events[i].path)]
+    if not inside:
+        return []
+    return [e for e in events[min(inside):t_idx] if e.kind == "linear"]

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 from .. import reasons
 from ..errors import InputError
 from ..mapping import Mapped, Mapper
-from ..mapping.manual import parse_target, place_manual
+from ..mapping.manual import overlapped, parse_target, place_manual
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
@@ -422,7 +422,14 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
         role = role_of(t.attr, t.lin, "", b)
         cand = windows_by_attr.get(t.lin.qualname)
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
-        m = Mapped(t.lin, pl, "manual", role, "", (pl.note,) if pl.note else (), signature=sig)
+        m_notes = [pl.note] if pl.note else []
+        heavy = overlapped(ms, mapper.events, pl, t.t_idx)
+        if heavy:
+            names = ", ".join(f"{e.owner}.{e.attr}" for e in heavy[:6])
+            m_notes.append(f"risk: the prefetch starts before {names} ({len(heavy)} MatMul call(s) "
+                           f"before the target): it overlaps them and shares their HBM traffic"
+                           + ("" if cand else "; without a profile their cost is unknown"))
+        m = Mapped(t.lin, pl, "manual", role, "", tuple(m_notes), signature=sig)
         out.append((cand, m, _size(m, cand, hw, opts, 1, cfg)))
     return out
 

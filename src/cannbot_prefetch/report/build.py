@@ -50,7 +50,7 @@ class SignatureRow:
 class ReportData:
     plan: Plan
     plan_path: str
-    baseline: ProfileMeasure
+    baseline: ProfileMeasure | None      # None: the plan alone (no profile)
     optimized: ProfileMeasure | None
     hardware: dict[str, Any]
     verify: VerifySummary | None
@@ -58,7 +58,7 @@ class ReportData:
     expectation: Expectation | None
     banners: tuple[Banner, ...]
     overall: str          # success | unconfirmed | no_change | not_successful | worth_trying |
-                          # not_worth_enabling | inconclusive
+                          # not_worth_enabling | expected_only (no profile) | inconclusive
     next_plan: Plan
     points: tuple[Point, ...]
     roof: Roof | None
@@ -69,6 +69,8 @@ class ReportData:
 
     @property
     def mode(self) -> str:
+        if self.baseline is None:
+            return "plan"
         return "ab" if self.optimized is not None else "baseline"
 
     def verdict(self, site_id: str) -> SiteVerdict | None:
@@ -190,9 +192,12 @@ def _hw_json(hw) -> dict[str, Any]:
 def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                  verify: VerifySummary | None, policy: dict[str, Any],
                  companions: dict[str, dict[str, Any]] | None = None) -> ReportData:
-    """`baseline` / `optimized`: loaded `Profile`s (optimized may be None: baseline-only mode).
+    """`baseline` / `optimized`: loaded `Profile`s (optimized may be None: baseline-only mode;
+    both None: the plan alone, the expected gain from its shapes and hardware).
     `companions`: {"baseline": {"step_times": df, "l2_cache": df}, "optimized": {...}}."""
     th = Thresholds.from_policy(policy)
+    if baseline is None:
+        return _plan_only(plan, plan_path, hardware, th, policy)
     lookback = int((policy.get("windows") or {}).get("lookback", 3))
     comp = companions or {}
     base = measure_profile(baseline, plan, "baseline", lookback=lookback,
@@ -205,7 +210,6 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                               l2_cache=comp.get("optimized", {}).get("l2_cache"))
     banners = _banners(plan, base, opt, th)
     verdicts: list[SiteVerdict] = []
-    expectation = None
     prov: dict[str, Any] = {"report_baseline": base.path}
     cmo = calibrate_cmo(plan, opt)
     tuned = plan
@@ -220,8 +224,9 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                 verdicts.append(decide(site, b, o, base, opt, verify.passed if verify else None, th,
                                        verify_source=verify.path if verify else ""))
         overall = overall_of([v.outcome for v in verdicts])
-    else:
-        expectation = expected_gain(plan, base, th, hardware, policy)
+    # the plan's expected gain (gain.py), in both modes: A/B shows it next to the measurement
+    expectation = expected_gain(plan, base, th, hardware, policy)
+    if opt is None:
         overall = "worth_trying" if expectation.worth_enabling else "not_worth_enabling"
     if banners:
         overall = "inconclusive"
@@ -242,6 +247,17 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                       roof, tuple(rows), th, tuple(notes), cmo)
 
 
+def _plan_only(plan: Plan, plan_path: str, hardware, th: Thresholds, policy) -> ReportData:
+    """No profile at all (manual mode, no NPU): what the plan's shapes and hardware give, and
+    "unknown (no profile)" for the rest; the A/B script measures it."""
+    banners = [Banner("no_sites", "the plan has no sites")] if not plan.sites else []
+    expectation = expected_gain(plan, None, th, hardware, policy)
+    notes = ("no profile: nothing was measured; the before/after tables come from the A/B script",)
+    return ReportData(plan, str(plan_path), None, None, _hw_json(hardware), None, (), expectation,
+                      tuple(banners), "inconclusive" if banners else "expected_only", plan, (),
+                      None, (), th, notes)
+
+
 def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
     """The `report --json` document."""
     def check(c):
@@ -260,6 +276,7 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
                           "saving_per_step_us": (list(s.step_saving_us) if s.step_saving_us
                                                  else None),
                           "gain_source": s.source,
+                          "bound_per_op_us": list(s.bound_per_op) if s.bound_per_op else None,
                           "share": list(s.share) if s.share else None,
                           "optimistic": s.optimistic, "note": s.note} for s in e.sites]}
     return {
@@ -269,7 +286,7 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
         "banners": [{"code": b.code, "text": b.text} for b in d.banners],
         "plan": d.plan_path,
         "hardware": d.hardware,
-        "baseline": d.baseline.to_json(),
+        "baseline": d.baseline.to_json() if d.baseline is not None else None,
         "optimized": d.optimized.to_json() if d.optimized else None,
         "verify": ({"path": d.verify.path, "passed": d.verify.passed} if d.verify else None),
         "sites": [{"site_id": v.site_id, "outcome": v.outcome, "success": v.success, "met": v.met,

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .build import ReportData
-from .markdown import ACTION_NAMES, CHECK_NAMES, OVERALL, _T
+from .md_common import ACTION_NAMES, CHECK_NAMES, OVERALL, _T
 
 
 def _fmt(x) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import pairs
-from ..gain import optimistic_share, site_gain
+from ..gain import optimistic_share, roofline_bound, site_gain
 from .measure import ProfileMeasure
 from .rules import Thresholds
 
@@ -50,6 +50,7 @@ class SiteExpectation:
     optimistic: bool
     source: str = "recomputed"       # recomputed | recorded | unknown (gain.site_gain)
     note: str = ""
+    bound_per_op: tuple[float, float, float] | None = None   # gain.roofline_bound (no profile)
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,12 @@ def _site(site, sm, hw, pol) -> SiteExpectation:
     found = bool(sm is not None and sm.found and sm.target is not None)
     measured_n = sm.per_step if found else None
     per_step = float(n) if isinstance(n, (int, float)) and n > 0 else (measured_n or 0.0)
+    rb = roofline_bound(site, hw, pol)
+    bound = (rb.low, rb.mid, rb.high) if rb is not None else None
     if g is None:
         return SiteExpectation(site.id, found, sm.target.mean if found else None,
                                sm.target.stdev if found else None, per_step, measured_n,
-                               None, None, None, False, sg.source)
+                               None, None, None, False, sg.source, bound_per_op=bound)
     per_op = (g.per_op.low, g.per_op.mid, g.per_op.high)
     if isinstance(n, (int, float)) and n > 0:
         step = (g.per_step.low, g.per_step.mid, g.per_step.high)
@@ -96,7 +99,8 @@ def _site(site, sm, hw, pol) -> SiteExpectation:
                 f"counts {per_step:g} (its call site), and so does the expected gain")
     return SiteExpectation(site.id, found, sm.target.mean if found else None,
                            sm.target.stdev if found else None, per_step, measured_n, per_op, step,
-                           share, bool(share) and share[1] > optimistic_share(pol), sg.source, note)
+                           share, bool(share) and share[1] > optimistic_share(pol), sg.source, note,
+                           bound)
 
 
 def expected_gain(plan, base: ProfileMeasure | None, th: Thresholds, hw,

@@ -9,63 +9,9 @@ came from. Chinese uses the workflow's terms (目标算子, 依赖窗口, 关键
 
 from __future__ import annotations
 
-from .measure import Stat
 from .build import ReportData
-from ..i18n import pairs, t as text
-from ..gain import optimistic_share
-from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
-from .rules import Check
-
-
-class _T:
-    """`t.k(key, **params)`: a catalog text (configs/messages.yaml) in the report's language;
-    `t(en, zh)`: one of a code -> (English, Chinese) pair from the catalog's tables."""
-
-    def __init__(self, lang: str):
-        self.lang = lang
-        self.zh = lang == "zh"
-
-    def __call__(self, en: str, zh: str) -> str:
-        return zh if self.zh else en
-
-    def k(self, key: str, **params) -> str:
-        return text(key, self.lang, **params)
-
-
-CHECK_NAMES = pairs("report.check")   # configs/messages.yaml
-ACTION_NAMES = pairs("report.action")   # configs/messages.yaml
-SIGNAL_NAMES = pairs("report.signal")   # configs/messages.yaml
-SITE_OUTCOMES = pairs("report.outcome")   # configs/messages.yaml
-BANNER_NAMES = pairs("report.banner")   # configs/messages.yaml
-OVERALL = pairs("report.overall")   # configs/messages.yaml
-
-
-def _f(x, nd: int = 2) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:,.{nd}f}"
-    return str(x)
-
-
-def _stat(s: Stat | None) -> str:
-    if s is None:
-        return "–"
-    return f"{s.mean:,.2f} ± {s.stdev:,.2f} (n={s.n})"
-
-
-def _pct(before, after) -> str:
-    if before in (None, 0) or after is None:
-        return "–"
-    return f"{(after - before) / before * 100:+.1f}%"
-
-
-def _mark(ok: bool | None) -> str:
-    return "✅" if ok else ("❌" if ok is False else "–")
-
-
-def _mib(b) -> str:
-    return "–" if b is None else f"{b / 2**20:,.2f} MiB ({b:,} B)"
+from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _mib, _stat
+from .md_validations import _item6
 
 
 def render(d: ReportData, lang: str, files: dict[str, str]) -> str:
@@ -102,8 +48,13 @@ def _inputs(d: ReportData, t, w, files) -> None:
     w(t.k('report.md.input_value'))
     w("|---|---|")
     w(t.k('report.md.plan_status_mode', p0=d.plan_path, p1=d.plan.status, p2=d.plan.mode))
-    w(t.k('report.md.baseline_profile_false_steps_warm_up', p0=d.plan.switch.name, p1=b.path, p2=list(b.steps) or '–', p3=list(b.warmup_excluded) or '–', p4=b.rows))
-    if o is not None:
+    if b is None:
+        w(t.k('report.md.profiles_none'))
+    else:
+        w(t.k('report.md.baseline_profile_false_steps_warm_up', p0=d.plan.switch.name, p1=b.path, p2=list(b.steps) or '–', p3=list(b.warmup_excluded) or '–', p4=b.rows))
+    if b is None:
+        pass
+    elif o is not None:
         w(t.k('report.md.optimized_profile_true_steps_warm_up', p0=d.plan.switch.name, p1=o.path, p2=list(o.steps) or '–', p3=list(o.warmup_excluded) or '–', p4=o.rows))
     else:
         w(t.k('report.md.optimized_profile_none_baseline_only_mode'))
@@ -125,13 +76,18 @@ def _item1(d: ReportData, t, w) -> None:
     w("")
     w(t.k('report.md.site_target_class_attr_kernel_signature'))
     w("|---|---|---|---|---|---|")
+    unknown = t.k('report.md.unknown_no_profile')
     for s in d.plan.sites:
         ev = s.evidence
-        w(f"| `{s.id}` | `{s.target.cls}.{s.target.attr}` | {_sig(s)} | {s.mapping} | "
-          f"{ev.get('verdict') or '–'} / {ev.get('measured_verdict') or '–'} | {_f(ev.get('mean_us'))} |")
-    src = d.plan.created_from.get("profile", "?")
+        sig = _sig(s) if ev.get("signature") else unknown
+        verdict = (f"{ev.get('verdict') or '–'} / {ev.get('measured_verdict') or '–'}"
+                   if ev.get("verdict") else t.k('report.md.named_with_target'))
+        mean = _f(ev.get("mean_us")) if ev.get("mean_us") is not None else unknown
+        w(f"| `{s.id}` | `{s.target.cls}.{s.target.attr}` | {sig} | {s.mapping} | {verdict} | {mean} |")
+    src = d.plan.created_from.get("profile")
     w("")
-    w(t.k('report.md.source_the_plan_s_evidence_measured', p0=src))
+    w(t.k('report.md.source_the_plan_s_evidence_measured', p0=src) if src
+      else t.k('report.md.source_manual_no_profile'))
     if d.plan.rejections:
         w("")
         w(t.k('report.md.candidates_not_planned'))
@@ -144,6 +100,10 @@ def _item2(d: ReportData, t, w, files) -> None:
     w(t.k('report.md.2_roofline_conclusions'))
     w("")
     b = d.baseline
+    if b is None:
+        w(t.k('report.md.no_profile_no_roofline'))
+        w("")
+        return
     if d.memory_bound:
         w(t.k('report.md.memory_bound_matmul_family_signatures_in'))
         w("")
@@ -173,7 +133,7 @@ def _item3(d: ReportData, t, w) -> None:
     w("|---|---|---|---|---|---|---|")
     for s in d.plan.sites:
         win = s.evidence.get("window") or {}
-        bm = d.baseline.site(s.id)
+        bm = d.baseline.site(s.id) if d.baseline is not None else None
         ops = ", ".join(map(str, win.get("ops") or [])) or "–"
         w(f"| `{s.id}` | `{s.dependency}` | {ops} | {win.get('start', '–')} | {_f(win.get('time_us'))} | "
           f"{win.get('reason', '–')} | {_stat(bm.window) if bm else '–'} |")
@@ -222,147 +182,6 @@ def _item5(d: ReportData, t, w) -> None:
         w("")
 
 
-def _check_row(c: Check, t, unit: str = "µs") -> str:
-    en, zh = CHECK_NAMES[c.key]
-    if c.key == "outputs_identical":
-        return f"| {t(en, zh)} | – | – | – | – | {_mark(c.ok)} | {c.source} |"
-    return (f"| {t(en, zh)} | {_f(c.before)} | {_f(c.after)} | {_pct(c.before, c.after)} | "
-            f"{_f(c.threshold)} | {_mark(c.ok)} | {c.source} |")
-
-
-def _item6(d: ReportData, t, w) -> None:
-    w(t.k('report.md.6_validations_done'))
-    w("")
-    if d.optimized is None:
-        _expected(d, t, w)
-        return
-    b, o = d.baseline, d.optimized
-    w(t.k('report.md.before_after_per_step_warm_up'))
-    w("")
-    sw = d.plan.switch.name
-    w(t.k('report.md.quantity_baseline_false_optimized_true_change', p0=sw))
-    w("|---|---|---|---|---|")
-    w(t.k('report.md.critical_path_step_time_s', p0=_stat(b.step_time), p1=_stat(o.step_time), p2=_pct(_m(b.step_time), _m(o.step_time)), p3=o.step_time_source or b.step_time_source))
-    w(t.k('report.md.compute_stream_idle_wait_s_gaps', p0=_stat(b.compute_idle), p1=_stat(o.compute_idle), p2=_pct(_m(b.compute_idle), _m(o.compute_idle)), p3=b.compute_stream))
-    for s in d.plan.sites:
-        bs, os_ = b.site(s.id), o.site(s.id)
-        if not bs or not os_:
-            continue
-        w(t.k('report.md.target_op_s_per_kernel_kernels', p0=s.id, p1=_stat(bs.target), p2=_stat(os_.target), p3=_pct(_m(bs.target), _m(os_.target)), p4=bs.instances, p5=os_.instances, p6=bs.matched_by or '–'))
-        w(t.k('report.md.window_ops_s_before_each_target', p0=s.id, p1=_stat(bs.window), p2=_stat(os_.window), p3=_pct(_m(bs.window), _m(os_.window)), p4=', '.join(bs.window_ops) or '–'))
-        if bs.l2_hit_rate is not None or os_.l2_hit_rate is not None:
-            w(t.k('report.md.l2_hit_rate_of_the_target', p0=s.id, p1=_rate(bs.l2_hit_rate), p2=_rate(os_.l2_hit_rate), p3=os_.l2_source or bs.l2_source))
-    if b.l2_hit_rate is not None or o.l2_hit_rate is not None:
-        w(t.k('report.md.l2_hit_rate_all_ops', p0=_rate(b.l2_hit_rate), p1=_rate(o.l2_hit_rate), p2=o.l2_source or b.l2_source))
-    w("")
-    if o.streams or b.streams:
-        w(t.k('report.md.other_streams_new_long_tails'))
-        w("")
-        w(t.k('report.md.stream_kernels_base_opt_busy_s'))
-        w("|---|---|---|---|---|")
-        bmap = {s.stream: s for s in b.streams}
-        for s in o.streams:
-            p = bmap.get(s.stream)
-            w(f"| {s.stream} | {p.kernels if p else 0} → {s.kernels} | {_f(p.busy_us) if p else '0'} → {_f(s.busy_us)} | "
-              f"{p.cmo_kernels if p else 0} → {s.cmo_kernels} | {_f(p.tail_us) if p else '0'} → {_f(s.tail_us)} |")
-        for s in b.streams:
-            if s.stream not in {x.stream for x in o.streams}:
-                w(f"| {s.stream} | {s.kernels} → 0 | {_f(s.busy_us)} → 0 | {s.cmo_kernels} → 0 | {_f(s.tail_us)} → 0 |")
-        w("")
-    w(t.k('report.md.verification_checklist_and_success_rule'))
-    w("")
-    judged = {v.site_id for v in d.verdicts}
-    for s in d.plan.sites:
-        if s.id not in judged:
-            w(t.k('report.md.no_verdict_its_target_was_not', p0=s.id))
-            w("")
-    for v in d.verdicts:
-        en, zh = SITE_OUTCOMES[v.outcome]
-        w(t.k('report.md.success_a_gain_target_faster_or', p0=v.site_id, p1=t(en, zh)))
-        w("")
-        w(t.k('report.md.check_before_after_change_counts_above'))
-        w("|---|---|---|---|---|---|---|")
-        for c in v.checks:
-            w(_check_row(c, t))
-        tails = "new long tail" in " ".join(SIGNAL_NAMES.get(s, ("", ""))[0] for s in v.signals)
-        w(t.k('report.md.no_new_bottleneck_on_other_streams', p0=_mark(not tails)))
-        w("")
-    if d.verify is not None and d.verify.checks:
-        w(t.k('report.md.functional_checks_from_verify'))
-        for name, ok, detail in d.verify.checks:
-            w(f"- {_mark(ok)} {name}{(': ' + detail) if detail else ''}")
-        w("")
-    elif d.verify is None:
-        w(t.k('report.md.outputs_were_not_compared_pass_verify'))
-        w("")
-
-
-def _m(s: Stat | None):
-    return s.mean if s else None
-
-
-def _rate(r) -> str:
-    return "–" if r is None else f"{r * 100:.1f}%"
-
-
-def _expected(d: ReportData, t, w) -> None:
-    e = d.expectation
-    hw = d.hardware.get("name", "?")
-    w(t.k('report.md.no_optimized_profile_was_given_so', p0=hw))
-    w("")
-    w(t.k('report.md.site_target_s_baseline_measured_kernels'))
-    w("|---|---|---|---|---|---|---|")
-    unknown = t.k('report.md.unknown_no_profile')
-    for s in e.sites:
-        target = f"{_f(s.target_us)} ± {_f(s.target_stdev)}" if s.found else (
-            t.k('report.md.not_found') if d.baseline is not None else unknown)
-        if s.saving_us is None:
-            w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {unknown} | {unknown} | – | |")
-            continue
-        share = f"{s.share[1] * 100:.1f}%" if s.share else "–"
-        flag = t.k('report.md.optimistic_per_op', p0=optimistic_share() * 100) if s.optimistic else ""
-        w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {' / '.join(f'{x:.2f}' for x in s.saving_us)} | "
-          f"{' / '.join(f'{x:.1f}' for x in s.step_saving_us)} | {share} | {flag} |")
-    w("")
-    for s in e.sites:
-        if s.note:
-            w(f"- `{s.site_id}`: {s.note}")
-    if any(s.note for s in e.sites):
-        w("")
-    if e.step_saving_us:
-        lo, mid, hi = e.step_saving_us
-        w(t.k('report.md.expected_saving_per_step_all_sites', p0=lo, p1=mid, p2=hi))
-        w("")
-    if e.e2e_share:
-        lo, mid, hi = (x * 100 for x in e.e2e_share)
-        w(t.k('report.md.expected_end_to_end_effect_of', p0=lo, p1=mid, p2=hi, p3=_f(e.step_us), p4=_f(e.step_stdev), p5=e.step_source))
-        w("")
-    w(t.k('report.md.public_measurements_for_comparison', p0=PUBLIC_SOURCE))
-    w("")
-    for who, what, num in PUBLIC_MEASUREMENTS:
-        w(f"- {who} ({what}): {num}")
-    w("")
-    if e.e2e_share:
-        lo_pub, hi_pub = (x * 100 for x in PUBLIC_E2E_RANGE)
-        mid = e.e2e_share[1] * 100
-        if mid > hi_pub:
-            w(t.k('report.md.the_mid_estimate_is_above_every', p0=mid, p1=lo_pub, p2=hi_pub))
-        elif mid < lo_pub:
-            w(t.k('report.md.the_mid_estimate_is_below_the', p0=mid, p1=lo_pub))
-        else:
-            w(t.k('report.md.the_mid_estimate_lies_within_the', p0=mid, p1=lo_pub, p2=hi_pub))
-        w("")
-    w(t.k('report.md.the_before_after_tables_and_the'))
-    w("")
-    if e.worth_enabling is None:
-        w(t.k('report.md.cannot_be_judged_without_a_profile', p0=e.reason_in(t.lang)))
-    elif e.worth_enabling:
-        w(t.k('report.md.worth_measuring_confirm_with_the_a', p0=e.reason_in(t.lang)))
-    else:
-        w(t.k('report.md.not_worth_enabling', p0=e.reason_in(t.lang)))
-    w("")
-
-
 def _item7(d: ReportData, t, w, files) -> None:
     w(t.k('report.md.7_risks_and_next_steps'))
     w("")
@@ -385,6 +204,10 @@ def _item7(d: ReportData, t, w, files) -> None:
     w(t.k('report.md.in_graph_mode_the_dependency_must'))
     w(t.k('report.md.several_sites_in_flight_share_l2'))
     w(t.k('report.md.prefill_is_guarded_by_the_token'))
+    for s in d.plan.sites:   # what analyze found about this site (overlaps, optimism, ...)
+        for n in s.evidence.get("notes", []) or []:
+            if str(n).startswith(("risk:", "optimistic")):
+                w(f"- `{s.id}`: {n}")
     w("")
 
 
@@ -406,8 +229,11 @@ def _how_to_run(d: ReportData, t, w, files) -> None:
 def _sources(d: ReportData, t, w) -> None:
     w(t.k('report.md.where_the_numbers_come_from'))
     w("")
-    opt = t.k("report.md.measured_optimized", path=d.optimized.path) if d.optimized else ""
-    w(t.k("report.md.measured_paths", base=d.baseline.path, opt=opt))
+    if d.baseline is None:
+        w(t.k("report.md.measured_nothing"))
+    else:
+        opt = t.k("report.md.measured_optimized", path=d.optimized.path) if d.optimized else ""
+        w(t.k("report.md.measured_paths", base=d.baseline.path, opt=opt))
     srcs = d.hardware.get("sources") or {}
     hw_src = "; ".join(f"{k}: {v}" for k, v in list(srcs.items())[:4]) if isinstance(srcs, dict) else ""
     w(t.k('report.md.hardware_numbers_profile', p0=d.hardware.get('name', '?'), p1=hw_src or 'configs/hardware'))
@@ -418,7 +244,7 @@ def _sources(d: ReportData, t, w) -> None:
                 w(f"- {m.label} `{sm.site_id}`: {sm.note}")
     for n in d.notes:
         w(f"- {n}")
-    for n in d.baseline.notes[:5]:
+    for n in (d.baseline.notes[:5] if d.baseline is not None else ()):
         w(f"- baseline: {n}")
     if d.optimized:
         for n in d.optimized.notes[:5]:

@@ -40,15 +40,16 @@ def render_outputs(d: ReportData, out: Path, lang: str) -> dict[Path, str | byte
     files = {k: p.name for k, p in paths.items() if k != "report"}
     chart = None
     if d.roof is not None:
-        title = f"Roofline on {d.roof.name}: baseline {Path(d.baseline.path).name}"
+        title = f"Roofline on {d.roof.name}: baseline {Path(d.baseline.path).name if d.baseline else ''}"
         chart = render_png(list(d.points), d.roof, title, CHART_LABELS)
     else:
         files.pop("chart")
-    result: dict[Path, str | bytes] = {
-        paths["report"]: render(d, lang, files),
-        paths["next_plan"]: dump_plan(d.next_plan),
-        paths["ab_script"]: ab_script(_rel_to(d.plan_path, out.parent), d.plan.switch.name, lang),
-    }
+    if d.baseline is None:   # the plan alone: nothing measured, so no next tuning step
+        files.pop("next_plan")
+    result: dict[Path, str | bytes] = {paths["report"]: render(d, lang, files)}
+    if "next_plan" in files:
+        result[paths["next_plan"]] = dump_plan(d.next_plan)
+    result[paths["ab_script"]] = ab_script(_rel_to(d.plan_path, out.parent), d.plan.switch.name, lang)
     if chart is not None:
         result[paths["chart"]] = chart
     return result

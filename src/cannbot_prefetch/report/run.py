@@ -60,7 +60,6 @@ def plan_hardware(plan, hardware: str | None, info=None):
 
 def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="report.md",
                lang="en", hardware=None, rank=None, steps=None):
-    from .. import hardware as hwmod
     from ..profiling.load import load_profile
 
     plan = load_plan(plan_path)
@@ -74,10 +73,12 @@ def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="
         except (OSError, UnicodeDecodeError):
             raise InputError("verify result is not readable UTF-8 text", path=str(vp)) from None
         verify = parse_verify(text, str(vp))
-    base = load_profile(baseline, rank=rank, steps=steps)
+    if baseline is None and optimized is not None:
+        raise InputError("--optimized needs --baseline (the profile with the switch off)")
+    base = load_profile(baseline, rank=rank, steps=steps) if baseline is not None else None
     opt = load_profile(optimized, rank=rank, steps=steps) if optimized is not None else None
-    hw = plan_hardware(plan, hardware, base.info)
-    comps = {"baseline": _companions(base)}
+    hw = plan_hardware(plan, hardware, base.info if base is not None else None)
+    comps = {"baseline": _companions(base)} if base is not None else {}
     if opt is not None:
         comps["optimized"] = _companions(opt)
     data = build_report(plan, str(plan_path), base, opt, hardware=hw, verify=verify,

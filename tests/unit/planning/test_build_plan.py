@@ -334,3 +334,30 @@ def test_an_earlier_placement_that_overlaps_a_matmul_has_no_safe_window(llama_ro
         assert why.reason_code == reasons.NO_SAFE_WINDOW, why
         assert "in LlamaMLP.forward" in why.reason
         assert "also overlaps MatMulV3" in why.reason
+
+def test_manual_mode_without_a_profile_says_unknown_and_lists_overlaps(llama_src):
+    # issue 10 item 13: nothing measured -> "unknown (no profile)", never 0.0-0.0 us/step; the
+    # hardware is named as the default; calls the insertion overlaps before the target are risks
+    src, cfg = llama_src
+    hw = hardware.resolve(None, None)
+    assert hw.detected_from.startswith("default 910B3") and "names no part" not in hw.detected_from
+    assert hardware.is_assumed(hw)
+    plan, design, _ = build_plan(None, None, hw, src, cfg,
+                                 PlanOptions(targets=("LlamaMLP.down_proj",)))
+    (site,) = plan.sites
+    assert site.saving_us is None and "saving_per_op_us" not in site.evidence
+    text = render_design(design)
+    assert "unknown (no profile)" in text and "0.0 / 0.0 / 0.0" not in text
+    assert "default 910B3" in text
+    # down_proj's nearest legal dependency is the MLP's input: the call precedes gate and up
+    risk = next(n for n in site.evidence["notes"] if n.startswith("risk:"))
+    assert "LlamaMLP.gate_proj" in risk and "LlamaMLP.up_proj" in risk and "unknown" in risk
+    assert f"`{site.id}`: risk:" in text.split("## 8.")[1]
+
+
+def test_manual_mode_window_right_before_the_target_lists_no_overlap(llama_src):
+    src, cfg = llama_src
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), src, cfg,
+                            PlanOptions(targets=("LlamaMLP.gate_proj",),
+                                        window="post_attention_layernorm"))
+    assert not any(n.startswith("risk:") for n in plan.sites[0].evidence.get("notes", []))

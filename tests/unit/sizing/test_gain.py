@@ -46,6 +46,8 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
     base = load_profile(str(LLAMA / "profile"))
     rep = build_report(plan, "plan", base, None, hardware=hw, verify=None, policy=policy())
     by_report = {s.site_id: s.step_saving_us for s in rep.expectation.sites}
+    ab = build_report(plan, "plan", base, base, hardware=hw, verify=None, policy=policy())
+    assert {s.site_id: s.step_saving_us for s in ab.expectation.sites} == by_report   # A/B too
     for site in plan.sites:
         sg = site_gain(site, hw)
         assert sg.source == "recomputed"

@@ -1,0 +1,58 @@
+"""Shared pieces of the Markdown report and the console summary: the catalog accessor, the
+bilingual names of checks, actions, signals, outcomes and banners, and the number formats."""
+
+from __future__ import annotations
+
+from ..i18n import pairs, t as text
+from .measure import Stat
+
+
+class _T:
+    """`t.k(key, **params)`: a catalog text (configs/messages.yaml) in the report's language;
+    `t(en, zh)`: one of a code -> (English, Chinese) pair from the catalog's tables."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+        self.zh = lang == "zh"
+
+    def __call__(self, en: str, zh: str) -> str:
+        return zh if self.zh else en
+
+    def k(self, key: str, **params) -> str:
+        return text(key, self.lang, **params)
+
+
+CHECK_NAMES = pairs("report.check")   # configs/messages.yaml
+ACTION_NAMES = pairs("report.action")   # configs/messages.yaml
+SIGNAL_NAMES = pairs("report.signal")   # configs/messages.yaml
+SITE_OUTCOMES = pairs("report.outcome")   # configs/messages.yaml
+BANNER_NAMES = pairs("report.banner")   # configs/messages.yaml
+OVERALL = pairs("report.overall")   # configs/messages.yaml
+
+
+def _f(x, nd: int = 2) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    return str(x)
+
+
+def _stat(s: Stat | None) -> str:
+    if s is None:
+        return "–"
+    return f"{s.mean:,.2f} ± {s.stdev:,.2f} (n={s.n})"
+
+
+def _pct(before, after) -> str:
+    if before in (None, 0) or after is None:
+        return "–"
+    return f"{(after - before) / before * 100:+.1f}%"
+
+
+def _mark(ok: bool | None) -> str:
+    return "✅" if ok else ("❌" if ok is False else "–")
+
+
+def _mib(b) -> str:
+    return "–" if b is None else f"{b / 2**20:,.2f} MiB ({b:,} B)"
