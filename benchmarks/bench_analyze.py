@@ -1,28 +1,29 @@
-"""Benchmark: `analyze` on a 1M-row Level1 kernel_details.csv vs a plain csv-module pass.
+"""Benchmark: `cannbot prefetch analyze` on a 1M-row Level1 kernel_details.csv vs a plain
+csv-module pass over the same file, each a whole process (start-up included), as a user runs it.
 
 Writes a GENERATED kernel_details.csv (the real Level1 + PipeUtilization header of torch_npu;
 rows cycle through a decode-like op mix of MatMuls, norms, adds, attention) to a temp folder,
-then, in this one process, times
-  baseline: Python's csv module reading every row and summing Duration per (Type, Input Shapes)
-  analyze:  cannbot_prefetch.pipeline.analyze (load, normalize, roofline, top-N)
-and prints the ratio. Peak memory of analyze is measured in a child process (ru_maxrss).
-Targets (issue 2): analyze <= 0.5 x the csv pass, peak < 1 GB.
+then runs, interleaved and repeated (medians; a busy machine slows both sides alike):
+  baseline: `python -c` with Python's csv module reading every row and summing Duration per
+            (Type, Input Shapes)
+  analyze:  `cannbot prefetch analyze FILE --hardware 910B3 --json` (load, normalize, roofline)
+and prints the ratio of the medians and each side's peak memory (VmHWM).
+Targets (issue 12): analyze <= 0.4 x the csv pass, peak < 1 GB.
 
-    python benchmarks/bench_analyze.py [--rows 1000000] [--keep DIR]
+    python benchmarks/bench_analyze.py [--rows 1000000] [--repeats 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import Runs, cli_cmd, interleave, line, load_note, python_cmd  # noqa: E402
 
 HEADER = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
           "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
@@ -67,73 +68,47 @@ def write_csv(path: Path, rows: int) -> None:
             t += int(dur * 1000) + 1500
 
 
-def csv_baseline(path: Path) -> int:
-    """What a careful script would do with the csv module: parse, group, sum."""
-    totals: dict[tuple[str, str], float] = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        it, ish, idur, ist = (header.index(c) for c in ("Type", "Input Shapes", "Duration(us)", "Start Time(us)"))
-        for row in reader:
-            int(row[ist].strip().replace(".", ""))
-            key = (row[it], row[ish].strip('"'))
-            totals[key] = totals.get(key, 0.0) + float(row[idur])
-    return len(totals)
-
-
-def run_analyze(path: Path) -> dict:
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
-
-    return analyze(AnalyzeOptions(profile=str(path), hardware="910B3")).doc
-
-
-def child(path: str) -> None:
-    t0 = time.perf_counter()
-    doc = run_analyze(Path(path))
-    dt = time.perf_counter() - t0
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": dt, "peak_mb": peak_kb / 1024, "rows": doc["profile"]["rows"],
-                      "signatures": len(doc["signatures"])}))
+# What a careful script would do with the csv module: parse, group, sum (run as `python -c`).
+BASELINE = """
+import csv
+path = sys.argv[1]
+totals = {}
+with open(path, encoding="utf-8", newline="") as fh:
+    reader = csv.reader(fh)
+    header = next(reader)
+    it, ish, idur, ist = (header.index(c) for c in ("Type", "Input Shapes", "Duration(us)",
+                                                     "Start Time(us)"))
+    for row in reader:
+        int(row[ist].strip().replace(".", ""))
+        key = (row[it], row[ish].strip('"'))
+        totals[key] = totals.get(key, 0.0) + float(row[idur])
+print(len(totals))
+"""
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", help="write the CSV here and keep it")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        child(args.child)
-        return
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cannbot-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / "kernel_details.csv"
-    t0 = time.perf_counter()
-    write_csv(path, args.rows)
-    print(f"wrote {args.rows:,} generated rows ({path.stat().st_size / 1e6:.0f} MB) in "
-          f"{time.perf_counter() - t0:.1f} s: {path}")
-
-    # Both sides start with their modules imported (csv is; import ours now), so the ratio
-    # compares the work on the file, not interpreter start-up. The CLI adds ~0.5 s of imports.
-    import cannbot_prefetch.pipeline  # noqa: F401
-    import cannbot_prefetch.roofline.classify  # noqa: F401
-    import cannbot_prefetch.profiling.load  # noqa: F401
-
-    t0 = time.perf_counter()
-    groups = csv_baseline(path)
-    t_csv = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    doc = run_analyze(path)
-    t_an = time.perf_counter() - t0
-    print(f"csv module pass : {t_csv:6.2f} s ({groups} groups)")
-    print(f"analyze         : {t_an:6.2f} s ({doc['profile']['rows']:,} rows, "
-          f"{len(doc['signatures'])} MatMul signatures)")
-    print(f"ratio analyze / csv = {t_an / t_csv:.2f} (target <= 0.50)")
-    res = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True,
-                         text=True, check=True)
-    c = json.loads(res.stdout.strip().splitlines()[-1])
-    print(f"analyze in a fresh process: {c['seconds']:.2f} s, peak RSS {c['peak_mb']:.0f} MB "
-          f"(target < 1024 MB)")
+    if not path.exists():
+        t0 = time.perf_counter()
+        write_csv(path, args.rows)
+        print(f"wrote {args.rows:,} generated rows ({path.stat().st_size / 1e6:.0f} MB) in "
+              f"{time.perf_counter() - t0:.1f} s: {path}")
+    base = Runs("csv module pass (python -c)")
+    cand = Runs("cannbot prefetch analyze")
+    interleave([(python_cmd(BASELINE, str(path)), base),
+                (cli_cmd("prefetch", "analyze", str(path), "--hardware", "910B3", "--json"),
+                 cand)], args.repeats)
+    print(line(base))
+    print(line(cand))
+    print(f"ratio analyze / csv = {cand.median_s / base.median_s:.2f} (target <= 0.40); "
+          f"analyze peak {cand.peak:.0f} MB (target < 1024 MB); {load_note()}")
     if not args.keep:
         path.unlink()
         os.rmdir(tmp)

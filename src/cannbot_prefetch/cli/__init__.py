@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from typing import Annotated, Any, Callable, Sequence, TypeVar
 
 import typer
@@ -72,10 +71,14 @@ class _Root(TyperGroup):
         return code
 
 
-app = typer.Typer(cls=_Root, add_completion=False, no_args_is_help=True,
+# Plain help and usage text (rich_markup_mode=None): Typer's Rich formatter costs ~0.1-0.2 s of
+# imports before the first line of `-h` appears (issue 12 start-up). Commands still draw their
+# own output with Rich.
+PLAIN = {"rich_markup_mode": None}
+app = typer.Typer(cls=_Root, add_completion=False, no_args_is_help=True, **PLAIN,
                   context_settings=_CONTEXT, help="cannbot tools for Ascend NPU inference.")
 prefetch = typer.Typer(
-    no_args_is_help=True, context_settings=_CONTEXT,
+    no_args_is_help=True, **PLAIN, context_settings=_CONTEXT,
     help="Profile-driven weight prefetch (torch_npu.npu_prefetch): analyze, apply, verify, report.",
 )
 app.add_typer(prefetch, name="prefetch")
@@ -170,6 +173,7 @@ def guarded(debug: bool, fn: Callable[[], T], json_out: bool = False, lang: str 
         return fn()
     except CannbotError as err:
         if debug:
+            import traceback
             traceback.print_exc()
         text = error_text(err, lang)
         print(_t("cli.error", lang, text=text), file=sys.stderr)
@@ -189,6 +193,7 @@ def guarded(debug: bool, fn: Callable[[], T], json_out: bool = False, lang: str 
 
 def _internal(err: Exception, debug: bool, json_out: bool, lang: str):
     if debug:
+        import traceback
         traceback.print_exc()
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     text = f"{type(err).__name__}: {lines[0] if lines else ''}".rstrip(": ")

@@ -7,14 +7,14 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
+from . import PLAIN, DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ..hardware import HardwareProfile
 
-hw_app = typer.Typer(no_args_is_help=True,
+hw_app = typer.Typer(no_args_is_help=True, **PLAIN,
                      help="Hardware profiles: list, show (every number with its source), calibrate.")
 prefetch.add_typer(hw_app, name="hardware")
 

@@ -1,0 +1,95 @@
+"""Shared by the benchmarks: run whole processes, interleaved, and report medians.
+
+Each measurement is a fresh process (start-up included, as a user runs it). Baseline and
+candidate alternate within each repeat, so a busy machine slows both alike; the ratio of the
+medians is what the benchmarks print. Peak memory is the process's own VmHWM (read from
+/proc/self/status at exit), not ru_maxrss, which Linux seeds with the forking parent's size.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Wraps a command's Python code so the process reports its own peak memory at exit.
+_HWM = """
+import atexit, sys
+_REPORT = sys.argv.pop(1)
+def _hwm():
+    with open("/proc/self/status") as fh:
+        kb = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:"))
+    with open(_REPORT, "w") as out:
+        out.write(str(kb))
+atexit.register(_hwm)
+"""
+
+
+@dataclass
+class Runs:
+    label: str
+    seconds: list[float] = field(default_factory=list)
+    peak_mb: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def peak(self) -> float:
+        return max(self.peak_mb) if self.peak_mb else float("nan")
+
+
+def python_cmd(code: str, *args: str) -> list[str]:
+    """`python -c CODE ARGS` with the peak-memory report wrapped around CODE."""
+    return [sys.executable, "-c", _HWM + code, "__HWM__", *args]
+
+
+def cli_cmd(*args: str) -> list[str]:
+    """The `cannbot` console script, run as the installed entry point runs it."""
+    return python_cmd("from cannbot_prefetch.cli import main\nsys.argv[0] = 'cannbot'\nmain()",
+                      *args)
+
+
+def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
+    with tempfile.NamedTemporaryFile(prefix="hwm-", delete=False) as tmp:
+        report = tmp.name
+    cmd = [report if c == "__HWM__" else c for c in cmd]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    runs.seconds.append(time.perf_counter() - t0)
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{runs.label}: exit {proc.returncode}: "
+                         f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    try:
+        runs.peak_mb.append(int(Path(report).read_text()) / 1024)
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.unlink(report)
+
+
+def interleave(pairs: list[tuple[list[str], Runs]], repeats: int) -> None:
+    """Run every command once per repeat, in turn, `repeats` times."""
+    for _ in range(repeats):
+        for cmd, runs in pairs:
+            run_once(cmd, runs)
+
+
+def line(runs: Runs) -> str:
+    spread = f"{min(runs.seconds):.2f}-{max(runs.seconds):.2f}"
+    return (f"{runs.label:<34} median {runs.median_s:7.2f} s  (runs {spread} s, n={len(runs.seconds)})"
+            f"  peak {runs.peak:7.0f} MB")
+
+
+def load_note() -> str:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return ""
+    return f"load average {one:.1f} / {five:.1f} on {os.cpu_count()} CPU(s)"
