@@ -178,22 +178,32 @@ def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[
 _KEYS = ("__type", "input_shapes", "input_dtypes", "input_formats")
 
 
-def _with_family(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
-    """Add `__type` (type, or the one implied by the name when missing) and `__family`."""
+def _matmul_rows(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
+    """The MatMul-family rows, with `__type` (type, or the one implied by the name when
+    missing) and `__family`. Types and names are judged once per distinct value and the rows
+    picked by a boolean mask, so no per-row text column is built for the other rows."""
     name_map: dict[str, str | None] = {}
     if df["type"].null_count():
-        names = df.filter(pl.col("type").is_null())["name"].drop_nulls().unique().to_list()
-        name_map = {n: rules.type_from_name(n) for n in names}
-    df = df.with_columns(
-        pl.coalesce(pl.col("type"),
-                    pl.col("name").replace_strict(name_map, default=None, return_dtype=pl.Utf8)
-                    if name_map else pl.lit(None, dtype=pl.Utf8)).alias("__type"))
-    fam_map = {t: rules.family_of_type(t) for t in df["__type"].drop_nulls().unique().to_list()}
+        names = df.select("type", "name").filter(pl.col("type").is_null())["name"]
+        name_map = {n: rules.type_from_name(n) for n in names.drop_nulls().unique().to_list()}
+    named = {n: t for n, t in name_map.items() if t is not None}
+    types = set(df["type"].drop_nulls().unique().to_list()) | set(named.values())
+    fam_map = {t: rules.family_of_type(t) for t in types}
+    mm_types = [t for t, f in fam_map.items() if f is not None]
+    mm_names = [n for n, t in named.items() if fam_map.get(t) is not None]
+    mask = pl.col("type").is_in(mm_types).fill_null(False)
+    if mm_names:
+        mask = mask | (pl.col("type").is_null() & pl.col("name").is_in(mm_names).fill_null(False))
+    mm = df.filter(mask)
+    mm = mm.with_columns(pl.coalesce(pl.col("type"), pl.col("name").replace_strict(
+        named, default=None, return_dtype=pl.Utf8) if named else pl.lit(None, dtype=pl.Utf8)
+        ).alias("__type"))
     fam = pl.col("__type").replace_strict(fam_map, default=None, return_dtype=pl.Utf8)
     excluded = pl.lit(False)
     for suffix in rules.exclude_suffixes:
         excluded = excluded | pl.col("name").str.to_lowercase().str.ends_with(suffix).fill_null(False)
-    return df.with_columns(pl.when(excluded).then(None).otherwise(fam).alias("__family"))
+    return mm.with_columns(pl.when(excluded).then(None).otherwise(fam).alias("__family")
+                           ).filter(pl.col("__family").is_not_null())
 
 
 def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
@@ -204,7 +214,7 @@ def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
 
 def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
     """(total step time in us, basis, note)."""
-    timed = df.filter(pl.col("start_ns").is_not_null())
+    timed = df.select("start_ns", "dur_us", "step").filter(pl.col("start_ns").is_not_null())
     if timed.is_empty():
         return None, "none", "share not computed: no start times"
     end = pl.col("start_ns") + (pl.col("dur_us").fill_null(0.0) * 1000.0).cast(pl.Int64)
@@ -235,36 +245,44 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
     step_us, basis, share_note = _step_time(df)
     notes.append(share_note)
 
-    work = _with_family(df.with_row_index("__idx"), rules)
-    mm = work.filter(pl.col("__family").is_not_null()).with_columns(
-        [pl.col(c).fill_null("\x00").alias(f"__k{i}") for i, c in enumerate(_KEYS)])
-    kcols = [f"__k{i}" for i in range(len(_KEYS))]
-    sample = (pl.col("source").fill_null("?") + ":" + pl.col("row").cast(pl.Utf8).fill_null("?"))
-    groups = (mm.group_by(kcols, maintain_order=True).agg(
-        pl.first("__type"), pl.first("__family"), pl.first("input_shapes"),
-        pl.first("input_dtypes"), pl.first("input_formats"), pl.first("output_shapes"),
+    # Only the columns the grouping reads, MatMul-family rows only: a 1M-row table is not
+    # copied, and rows reach their signature by position, not by a join on text keys.
+    used = ["row", "source", "type", "name", "start_ns", "dur_us", *_KEYS[1:], "output_shapes",
+            "output_dtypes", "output_formats",
+            *(c for c in ("aic_mac_ratio", "aic_mte2_ratio") if c in df.columns)]
+    mm = _matmul_rows(df.select(used).with_row_index("__idx"), rules)
+    keys = [pl.col(c).fill_null("\x00") for c in _KEYS]
+    groups = (mm.group_by(keys, maintain_order=True).agg(
+        pl.first("__type").alias("type_"), pl.first("__family"),
+        pl.first("input_shapes").alias("shapes_"), pl.first("input_dtypes").alias("dtypes_"),
+        pl.first("input_formats").alias("formats_"), pl.first("output_shapes"),
         pl.first("output_dtypes"), pl.first("output_formats"), pl.first("name"),
         pl.len().alias("count"), pl.col("dur_us").sum().alias("total_us"),
         pl.col("dur_us").mean().alias("mean_us"), pl.col("start_ns").min().alias("__first"),
         _counter(mm, "aic_mac_ratio").alias("mac"), _counter(mm, "aic_mte2_ratio").alias("mte2"),
-        sample.head(3).alias("samples"))
+        pl.col("source").head(3).alias("__src"), pl.col("row").head(3).alias("__row"),
+        pl.col("__idx"))
         .sort(["total_us", "__first"], descending=[True, False], nulls_last=True)
         .with_row_index("sig_id"))
 
     sigs: list[SignatureCost] = []
-    for row in groups.iter_rows(named=True):
+    for row in groups.drop("__idx").iter_rows(named=True):
+        row.update({"__type": row.pop("type_"), "input_shapes": row.pop("shapes_"),
+                    "input_dtypes": row.pop("dtypes_"), "input_formats": row.pop("formats_")})
+        row["samples"] = [f"{src or '?'}:{'?' if r is None else r}"
+                          for src, r in zip(row.pop("__src"), row.pop("__row"))]
         if step_us:
             row["share"] = float(row["total_us"] or 0.0) / step_us
         sigs.append(_signature(int(row["sig_id"]), row, hw, pol))
 
-    ids = mm.select("__idx", *kcols).join(groups.select(*kcols, "sig_id"), on=kcols, how="left")
-    out = (work.select("__idx").join(ids.select("__idx", "sig_id"), on="__idx", how="left")
-           .sort("__idx"))
-    table_out = KernelTable(df.with_columns(out["sig_id"].cast(pl.Int64).alias("sig_id")))
+    pairs = groups.select(pl.col("sig_id").cast(pl.Int64), "__idx").explode("__idx")
+    sig_col = pl.Series("sig_id", [None] * 0, dtype=pl.Int64).extend_constant(None, df.height)
+    sig_col = sig_col.scatter(pairs["__idx"], pairs["sig_id"]) if pairs.height else sig_col
+    table_out = KernelTable(df.with_columns(sig_col))
 
     if not sigs:
         notes.append("no MatMul-family kernels found (types per configs/op_classes.yaml matmul_family)")
-    if (work["type"].null_count() == work.height) and sigs:
+    if (df["type"].null_count() == df.height) and sigs:
         notes.append("op types are missing (Level0 export?): MatMuls recognised by kernel name only")
     flagged = sum(1 for s in sigs if FLAG_INCONSISTENT in s.flags)
     if flagged:
