@@ -49,13 +49,15 @@ MIX = [
 ]
 
 
-def write_csv(path: Path, rows: int) -> None:
+def write_csv(path: Path, rows: int, scale: float = 1.0) -> None:
+    """`scale` stretches every duration (a slower rank of the same job)."""
     t = 1_736_408_883_704_643_212  # ns
     per_step = len(MIX) * 16
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write(HEADER + "\n")
         for i in range(rows):
             name, typ, core, ish, idt, ifm, osh, dur, mac, mte2 = MIX[i % len(MIX)]
+            dur = round(dur * scale, 3)
             us, ns = divmod(t, 1000)
             cube = core != "AI_VECTOR_CORE"
             counters = (f"{dur * 0.95:.3f},{int(dur * 1800)},{dur * mac:.3f},{mac},0.1,0.01,0.2,0.02,"

@@ -24,7 +24,7 @@ class AnalyzeOptions:
     """Everything `analyze` takes (CONTRACTS.md flags), filled by cli/analyze.py."""
 
     profile: str | None = None
-    rank: int | None = None
+    rank: int | str | None = None          # a rank number, "all", or None (the lowest)
     run: str | None = None
     step: int | None = None
     steps: tuple[int, int] | None = None
@@ -60,18 +60,25 @@ class AnalyzeResult:
 def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
     """Profile -> roofline -> (with --model-src or --target) windows, mapping, sizing, plan.
     `progress(key, **params)`, when given, is told each stage (a catalog key)."""
-    from . import hardware as hwmod
-
     step = progress or (lambda key, **params: None)
 
     warnings: list[str] = []
-    profile = None
-    if opts.model_src or opts.targets:
+    profile = cross = park = roof = None
+    planning = bool(opts.model_src or opts.targets)
+    if planning:
         check_out_dir(opts.out)   # before any work: a wrong --out is found in a second
     if opts.profile is None:
         if not opts.targets:
             raise InputError("a PROFILE path is required unless --target names the targets "
                              "(manual mode)")
+    elif opts.rank == "all":
+        from .ranks import read_all_ranks
+
+        step("progress.load", path=opts.profile)
+        # every rank in turn; with a plan to build, their tables wait on disk for the windows
+        profile, roof, cross, park = read_all_ranks(
+            opts.profile, lambda info: _hardware(opts, info, warnings), run=opts.run,
+            step=opts.step, steps=opts.steps, keep_tables=planning)
     else:
         from .profiling.load import load_profile
 
@@ -79,19 +86,34 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
         # Only the counters the analysis reads: the parser skips the rest (half the time).
         profile = load_profile(opts.profile, rank=opts.rank, run=opts.run, step=opts.step,
                                steps=opts.steps, counters="analysis")
+    try:
+        return _analyze(opts, profile, roof, cross, warnings, step)
+    finally:
+        if park is not None:
+            park.cleanup()
 
-    info = profile.info if profile is not None else None
+
+def _hardware(opts: AnalyzeOptions, info, warnings: list[str]):
+    """The part (resolved from the flags and the profile), with the command-line overrides."""
+    from . import hardware as hwmod
+
     hw = hwmod.resolve(opts.hardware, info)
     # `is not None`: an override of 0 is refused by with_overrides, never silently ignored
     if opts.hbm_bw_tbps is not None or opts.peak_tflops or opts.cmo_bw_gbps is not None:
         hw = hw.with_overrides(hbm_bw_tbps=opts.hbm_bw_tbps, peaks=opts.peak_tflops or None,
                                cmo_bw_gbps=opts.cmo_bw_gbps)
-    if hwmod.is_assumed(hw):
+    if hwmod.is_assumed(hw) and f"hardware: {hw.detected_from}" not in warnings:
         warnings.append(f"hardware: {hw.detected_from}")
+    return hw
+
+
+def _analyze(opts: AnalyzeOptions, profile, roof, cross, warnings: list[str], step
+             ) -> AnalyzeResult:
+    info = profile.info if profile is not None else None
+    hw = _hardware(opts, info, warnings)
 
     from .roofline.classify import select_top
 
-    roof = None
     signatures: list[dict[str, Any]] = []
     top_sigs: list = []
     notes: list[str] = list(info.notes) if info else []
@@ -99,10 +121,15 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
         from .roofline.classify import classify
 
         step("progress.roofline")
-        roof = classify(profile.table, hw)
+        if roof is None:
+            roof = classify(profile.table, hw)
         notes.extend(roof.notes)
         signatures = [_signature_json(s) for s in roof.signatures]
         top_sigs = select_top(roof, opts.top)
+        if cross is not None:
+            for s, js in zip(roof.signatures, signatures):
+                js["per_rank"] = [r.to_json() for r in cross.spread(s)]
+            notes.append(cross.note())
 
     candidates: list[dict[str, Any]] = []
     rejections: list[dict[str, Any]] = []
@@ -111,7 +138,7 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
         if not opts.model_src:
             raise InputError("--target needs --model-src (the model source to plan against)")
         step("progress.plan")
-        plan_files, candidates, rejections, plan_notes = _plan(roof, info, hw, opts)
+        plan_files, candidates, rejections, plan_notes = _plan(roof, info, hw, opts, cross)
         notes.extend(plan_notes)
         written = _write_all(plan_files)
     elif roof is not None:
@@ -141,6 +168,10 @@ def analyze(opts: AnalyzeOptions, progress=None) -> AnalyzeResult:
         "notes": notes,
         "outputs": written,
     }
+    if cross is not None:
+        doc["profile"]["path"] = opts.profile      # the job; `rank` is the one analysed in full
+        doc["profile"]["ranks"] = [v.rank for v in cross.views]
+        doc["ranks"] = cross.to_json()
     return AnalyzeResult(doc=doc, warnings=tuple(warnings), written=tuple(written))
 
 
@@ -175,11 +206,19 @@ def _profile_json(info) -> dict[str, Any] | None:
     }
 
 
-def _plan(roof, info, hw, opts: AnalyzeOptions):
-    """Windows -> mapping -> sizing -> Plan and design text; nothing written yet."""
+def _plan(roof, info, hw, opts: AnalyzeOptions, cross=None):
+    """Windows -> mapping -> sizing -> Plan and design text; nothing written yet. With all
+    ranks (`cross`), each rank's windows for the examined signatures are measured first."""
     from .plan.design import render_design
     from .plan import dump_plan
     from .plan.build import PlanOptions, build_plan
+
+    if cross is not None and roof is not None and not opts.targets:
+        from .ranks import measure_windows, signature_key
+        from .roofline.classify import select_top
+
+        keys = {signature_key(s) for s in select_top(roof, opts.top)}
+        measure_windows(cross, keys, lookback=opts.lookback, min_window_us=None)
 
     out = Path(opts.out)
     popts = PlanOptions(
@@ -187,7 +226,8 @@ def _plan(roof, info, hw, opts: AnalyzeOptions):
         experts_per_rank=opts.experts_per_rank, targets=opts.targets, window=opts.window,
         dtype=opts.dtype, mode=opts.mode, max_sites=opts.max_sites,
         max_size_cap=opts.max_size_cap, src_map=tuple(f"{a}={b}" for a, b in opts.src_map),
-        lang=opts.lang, top=opts.top, out_dir=str(out), cmo_bw_gbps=opts.cmo_bw_gbps)
+        lang=opts.lang, top=opts.top, out_dir=str(out), cmo_bw_gbps=opts.cmo_bw_gbps,
+        ranks=cross)
     plan, design, rejections = build_plan(roof, info, hw, resolve_model_src(opts.model_src),
                                           opts.model_config, popts)
     candidates = []

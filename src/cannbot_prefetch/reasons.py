@@ -27,3 +27,5 @@ MC2_COMMUNICATION = "mc2_contains_communication"
 BELOW_TOP_N = "below_top_n"
 MAX_SITES = "max_sites"
 NOT_WORTH_IT = "not_worth_it"
+NOT_MEMORY_BOUND_ON_RANK = "not_memory_bound_on_rank"   # --rank all: a pace-setting rank says no
+NO_SAFE_WINDOW_ON_RANK = "no_safe_window_on_rank"       # --rank all: one rank has no window

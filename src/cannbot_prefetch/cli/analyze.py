@@ -20,6 +20,22 @@ def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] |
     return parse_steps(steps)
 
 
+def _parse_rank(text: Optional[str]) -> int | str | None:
+    """`--rank N` or `--rank all`."""
+    from ..errors import InputError
+    from ..i18n import Msg
+
+    if text is None or text.strip().lower() == "all":
+        return None if text is None else "all"
+    try:
+        rank = int(text)
+    except ValueError:
+        raise InputError(Msg("analyze.rank_choice", value=text)) from None
+    if rank < 0:
+        raise InputError(Msg("analyze.rank_choice", value=text))
+    return rank
+
+
 def _parse_src_map(values: list[str]) -> tuple[tuple[str, str], ...]:
     from ..errors import InputError
     from ..i18n import Msg
@@ -40,7 +56,7 @@ def analyze(
              "or group, kernel_details.csv / op_summary_*.csv, ascend_pytorch_profiler_*.db, "
              "trace_view.json or a PyTorch profiler trace (.json/.json.gz). Optional with --target.",
         show_default=False)] = None,
-    rank: Annotated[Optional[int], typer.Option(help="Rank to analyse when the folder holds several (default: lowest).")] = None,
+    rank: Annotated[Optional[str], typer.Option(help="Rank to analyse when the folder holds several (default: lowest), or `all`: every rank, with targets and windows that hold on all of them.")] = None,
     run: Annotated[Optional[str], typer.Option(help="msprof group: the counter-group run (default PipeUtilization).")] = None,
     step: Annotated[Optional[int], typer.Option(help="Analyse this step only.")] = None,
     steps: Annotated[Optional[str], typer.Option(help="Analyse steps A:B (inclusive). Default: all but the first (warm-up).")] = None,
@@ -85,7 +101,7 @@ def analyze(
             if val is not None and val < 1:    # 0 is a value, never "not given"
                 raise InputError(Msg("analyze.at_least_1", name=name))
         opts = AnalyzeOptions(
-            profile=profile, rank=rank, run=run, step=step, steps=_parse_steps(step, steps),
+            profile=profile, rank=_parse_rank(rank), run=run, step=step, steps=_parse_steps(step, steps),
             hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=parse_peak_overrides(peak_tflops),
             cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=model_src,
             model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,

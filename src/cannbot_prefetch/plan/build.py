@@ -68,6 +68,8 @@ class PlanOptions:
     cmo_bw_gbps: float | None = None
     min_window_us: float | None = None
     config_path: str = "enable_prefetch"   # switch key path read from the model's config
+    ranks: Any = None                      # --rank all: ranks.CrossRank (targets and windows
+                                           # that hold on every rank); None for one rank
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class DesignInputs:
     rejections: tuple[Rejection, ...]
     model_files: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    ranks: Any = None                          # --rank all: the CrossRank (design: the spread)
 
 
 def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.PathLike,
@@ -120,9 +123,14 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
             raise InputError("a profile is needed unless --target is given (manual mode)")
         signatures, targets, not_targets = _targets(roofline, opts, pol)
         rejections += not_targets
+        if opts.ranks is not None:
+            targets, off_rank = opts.ranks.targets(targets)
+            rejections += off_rank
         res = find_windows(roofline.table, targets, lookback=opts.lookback,
                            min_window_us=opts.min_window_us,
                            all_signatures=roofline.signatures)
+        if opts.ranks is not None:
+            res = opts.ranks.windows(res)
         rejections += res.rejections
         notes += res.notes
         mapped_any = False
@@ -158,7 +166,8 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         plan=plan, mode=mode, lang=opts.lang, hardware=_hw_dict(hw),
         profile=_profile_dict(profile_info),
         signatures=tuple(_sig_dict(s) for s in signatures), sites=tuple(site_views),
-        rejections=tuple(rejections), model_files=tuple(ms.files), notes=tuple(notes))
+        rejections=tuple(rejections), model_files=tuple(ms.files), notes=tuple(notes),
+        ranks=opts.ranks)
     return plan, design, tuple(rejections)
 
 

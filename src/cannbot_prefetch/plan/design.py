@@ -14,6 +14,7 @@ from typing import Any
 from ..gain import optimistic_share
 from ..i18n import texts
 from .build import DesignInputs, SiteView
+from .ranks_design import rank_lines
 
 
 def _fmt(v: Any, nd: int = 1) -> str:
@@ -64,6 +65,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     else:
         L.append(t["roofline_none"])
     L.append("")
+    L += rank_lines(d)          # --rank all: the spread across ranks
 
     L += [f"## {t['windows']}", ""]
     for v in planned + listed:

@@ -160,19 +160,47 @@ def unit_rank(unit: Unit) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _choose_rank(units: list[Unit], rank: int | None, path: Path) -> Discovery:
+def discover_ranks(path: Path, run: str | None = None) -> list[tuple[int, Path]]:
+    """Every rank of one job under `path` as (rank, what to load for it), rank order; `--rank
+    all`. A single profile (one rank, one msprof group, one file) is a job of one rank."""
+    if not path.exists():
+        raise InputError("no such file or directory", path=str(path))
+    if path.is_file():
+        return [(0, path)]
+    units = find_units(path)
+    if not units:
+        raise InputError("no profile found here", path=str(path))
+    pt = [u for u in units if u.kind == "ascend_pt"]
+    if len(pt) > 1:
+        return [(r, u.root) for r, u in _numbered(pt, path)]
+    if len(units) == 1:
+        r = unit_rank(units[0])
+        return [(r if r is not None else 0, units[0].root if units[0].kind != "file"
+                 else units[0].files[0])]
+    _choose_run(units, run, path)          # several msprof runs: one rank, run chosen on load
+    return [(0, path)]
+
+
+def _numbered(units: list[Unit], path: Path) -> list[tuple[int, Unit]]:
+    """Units with their rank numbers, in rank order; InputError when numbers repeat."""
     numbered = []
     for i, u in enumerate(units):
         r = unit_rank(u)
         numbered.append((r if r is not None else i, u))
     numbered.sort(key=lambda t: t[0])
-    ranks = tuple(r for r, _ in numbered)
+    ranks = [r for r, _ in numbered]
     if len(set(ranks)) != len(ranks):
         shown = ", ".join(str(u.root.relative_to(path)) if u.root != path else u.root.name
                           for _, u in numbered[:8])
         raise InputError(f"{len(numbered)} separate profiles found here, not the ranks of one "
                          f"job (rank numbers repeat): {shown}", path=str(path),
                          hint="pass one profile folder")
+    return numbered
+
+
+def _choose_rank(units: list[Unit], rank: int | None, path: Path) -> Discovery:
+    numbered = _numbered(units, path)
+    ranks = tuple(r for r, _ in numbered)
     if rank is None:
         chosen_rank, unit = numbered[0]
     else:
