@@ -103,14 +103,25 @@ class TraceStream:
     def _array(self) -> Iterator[object]:
         need_comma = False
         decode = self._json.raw_decode
+        refilled = False
         while True:
             buf, pos = self._buf, self._pos
             if not need_comma and buf.startswith("{", pos):
-                # Fast path: objects back to back, each one whole in the buffer.
-                try:
+                batch = self._batch(buf, pos)
+                if batch is not None:           # the common case: many events per call
+                    refilled = False
+                    yield from batch
+                    continue
+                if not refilled and not self._eof:
+                    # most likely the buffer ends inside the next event: read on rather than
+                    # fail a decode (whose error counts lines over the whole buffer)
+                    self._fill()
+                    refilled = True
+                    continue
+                try:                            # one event (a large one, or damage)
                     obj, end = decode(buf, pos)
                 except (ValueError, RecursionError):
-                    pass    # cut by the buffer's end, or damage: the careful path decides
+                    pass                        # the careful path below decides
                 else:
                     if end < len(buf):
                         if buf.startswith(",", end):
@@ -118,8 +129,10 @@ class TraceStream:
                         else:
                             need_comma = True
                         self._pos = end
+                        refilled = False
                         yield obj
                         continue
+            refilled = False
             c = self._peek()
             if c is None:
                 raise self._error("truncated (the event list is not closed)")
@@ -133,6 +146,28 @@ class TraceStream:
             obj = self._value()
             need_comma = True
             yield obj
+
+    def _batch(self, buf: str, pos: int) -> list | None:
+        """Every whole event from `pos` to the last `},{` in the buffer, decoded in one call
+        (no Python per event); None when there is no such run or it does not decode (a `},{`
+        inside a string cuts one open: then the careful path below takes over)."""
+        cut = buf.rfind("},", pos)
+        while cut > pos:
+            nxt = _BLANKS.match(buf, cut + 2).end()
+            if nxt < len(buf) and buf[nxt] == "{":
+                break
+            if nxt < len(buf):
+                cut = buf.rfind("},", pos, cut)
+                continue
+            return None                     # the buffer ends right after the comma
+        if cut <= pos:
+            return None
+        try:
+            events = self._json.decode("[" + buf[pos:cut + 1] + "]")
+        except (ValueError, RecursionError):
+            return None
+        self._pos = nxt
+        return events
 
     # ------------------------------------------------------------ tokens
 
