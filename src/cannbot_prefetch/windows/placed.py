@@ -55,7 +55,7 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
         what = (f" (window: {', '.join(o.type for o in reversed(ops))})" if ops
                 else ", with no op between the call and the target")
         return (reasons.WINDOW_TOO_SHORT,
-                f"the prefetch issued {where} leaves {usable:.1f} us before the target{what} "
+                f"the prefetch issued {where} leaves {usable:.1f} µs before the target{what} "
                 f"< min_window_us {min_us:g}")
     if before is not None and before.op.cls == HEAVY:
         branch, start, start_op = "3a", "output", before.op
@@ -74,4 +74,4 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
     return replace(w, branch=branch, start=start, start_op=start_op, ops=ops,
                    time_us=round(usable, 3), min_us=round(min(usable, low), 3),
                    raw_us=round(raw, 3), overlap_us=round(overlap, 3),
-                   reason=why + f" (the measured window was {w.branch}, {w.time_us:.1f} us)")
+                   reason=why + f" (the measured window was {w.branch}, {w.time_us:.1f} µs)")

@@ -49,7 +49,7 @@ def test_an_insertion_before_the_whole_line_overlaps_the_matmuls(table):
 def test_a_later_insertion_shrinks_the_window(table):
     down = _mlp(table)
     code, why = placed_window(down, -1, 2.0, "right before the target")
-    assert code == reasons.WINDOW_TOO_SHORT and "1.0 us" in why
+    assert code == reasons.WINDOW_TOO_SHORT and "1.0 µs" in why
 
 
 def test_an_earlier_insertion_over_light_ops_is_recosted(table):
