@@ -77,6 +77,7 @@ class Sized:
     weight_bytes: int
     notes: tuple[str, ...] = field(default_factory=tuple)
     gain_inputs: GainInputs | None = None   # what the plan records so report can recompute
+    blocked: str = ""                  # why the site is not worth it whatever its gain (MoE)
 
     @property
     def mid(self) -> float:

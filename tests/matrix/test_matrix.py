@@ -55,24 +55,6 @@ def _xfail(reason: str, tests, profiles) -> None:
             XFAIL[(t, p)] = reason
 
 
-_ANALYZED = ("test_planned_targets_are_memory_bound_by_counters", "test_planned_targets_run_once_per_layer",
-             "test_planned_windows_hold_no_memory_bound_op", "test_costed_window_is_the_placed_window",
-             "test_no_safe_window_is_not_planned", "test_safe_window_gets_a_plan", "test_plan_applies_cleanly",
-             "test_fires_in_decode", "test_verify_passes")
-_xfail("issue 10 item 12: analyze exits 2 on this tensor-parallel profile ('no kernel weight shape ... "
-       "matches a linear-like attribute of the model source ... --tp?'): --tp does not shard the Hugging "
-       "Face source's shapes by role (column-parallel q/k/v/gate/up out-dim/tp, row-parallel o/down "
-       "in-dim/tp)", _ANALYZED,
-       ("llama1b-b8-long-tp2-910B4", "llama3b-b8-short-tp2-910B3", "llama3b-b64-short-tp4-910B4",
-        "llama8b-b64-long-tp2-910B3"))
-_xfail("issue 10 items 12 and 2: --tp 4 does not shard the source's shapes, so the tp-4 q_proj kernel "
-       "[1024, 4096] is taken for LlamaAttention.k_proj (unsharded [1024, 4096]): the site named k_proj "
-       "carries q_proj's kernel and evidence, the rewrite prefetches k_proj (latency-bound by its "
-       "counters), and its insertion before self.input_layernorm overlaps q_proj (memory-bound) while "
-       "the plan costs RmsNorm only",
-       ("test_planned_targets_are_memory_bound_by_counters", "test_planned_targets_run_once_per_layer",
-        "test_planned_windows_hold_no_memory_bound_op", "test_costed_window_is_the_placed_window",
-        "test_no_safe_window_is_not_planned"), ("llama8b-b1-short-tp4-910B3",))
 XFAIL[("test_safe_window_gets_a_plan", "llama8b-b256-short-tp1-910B4")] = (
     "issue 10 item 7: analyze takes decode at batch 256 for prefill (prefill_not_planned), so nothing is "
     "planned although q_proj and gate_proj are memory-bound by their counters with a light RmsNorm window")
@@ -80,11 +62,10 @@ _xfail("issue 10 Done when (verify passes on every plan; no numbered item): veri
        "wants a layer's sites to fire in the plan's order, which is the ranking by expected gain, not the "
        "execution order, so a multi-site plan whose ranking differs from execution order fails verify",
        ("test_verify_passes",),
-       ("llama1b-b1-short-tp1-910B3", "qwen3moe-b1-short-tp1-910B3", "qwen3moe-b8-long-tp1-910B4"))
-_xfail("issue 10 item 6: GroupedMatmul weights are prefetched from offset 0 and every prefetched byte "
-       "counts as saved (evidence.useful_share 1.0), though only E_hit of 128 experts are read per layer "
-       "(8 at batch 1, 52 at batch 8)", ("test_moe_saving_counts_only_the_experts_hit",),
-       ("qwen3moe-b1-short-tp1-910B3", "qwen3moe-b8-long-tp1-910B4"))
+       ("llama1b-b1-short-tp1-910B3", "qwen3moe-b1-short-tp1-910B3",
+        # tensor-parallel profiles plan since --tp shards the source (item 12): same check
+        "llama1b-b8-long-tp2-910B4", "llama3b-b8-short-tp2-910B3", "llama3b-b64-short-tp4-910B4",
+        "llama8b-b1-short-tp4-910B3"))
 
 
 def _params(test: str, names=None):

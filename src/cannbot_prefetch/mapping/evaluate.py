@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ..pysource import Stmt, code_of, dotted
+from .roles import name_role, tp_split
 
 if TYPE_CHECKING:  # pragma: no cover
     from .source import ModelSource
@@ -354,6 +355,45 @@ def scan_linears(ms: ModelSource, cls: str) -> None:
         _exec_assign(env, s)
 
 
+def _head_dim(cfg: dict[str, Any]) -> int | None:
+    hd = cfg.get("head_dim")
+    if isinstance(hd, int) and hd > 0:
+        return hd
+    h, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    return h // heads if isinstance(h, int) and isinstance(heads, int) and heads > 0 else None
+
+
+def shard_linear(cfg: dict[str, Any], attr: str, n: int, k: int, tp: int) -> tuple[int, int]:
+    """A Hugging Face nn.Linear's [out, in] on one of `tp` ranks (roles.py: column-parallel
+    q/k/v/gate/up/lm_head split out, row-parallel o/down split in). K/V projections keep at least
+    one head per rank: with fewer KV heads than ranks each rank holds a replica."""
+    role = name_role(attr)
+    split = tp_split(role)
+    if split == "column":
+        hd = _head_dim(cfg) if role in ("k", "v") else None
+        return (max(n // tp, hd) if hd and n >= hd else n // tp), k
+    if split == "row":
+        return n, k // tp
+    return n, k
+
+
+def shard_experts(cfg: dict[str, Any], attr: str, dims: tuple[int, ...], moe_tp: int
+                  ) -> tuple[int, ...]:
+    """A fused 3-D expert Parameter on one of `moe_tp` ranks: gate_up [E, 2I, H] splits 2I,
+    down [E, H, I] splits I. Only a dim equal to the model's full intermediate size is split, so a
+    source that already sizes its experts per partition (vLLM) is left as it is."""
+    inter = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size")
+    if not isinstance(inter, int) or inter <= 0:
+        return dims
+    role = name_role(attr)
+    e, a, b = dims
+    if tp_split(role) == "column" and a in (inter, 2 * inter):
+        return e, a // moe_tp, b
+    if tp_split(role) == "row" and b == inter:
+        return e, a, b // moe_tp
+    return dims
+
+
 def _arg(call: cst.Call, pos: int, *names: str) -> cst.BaseExpression | None:
     for a in call.args:
         if a.keyword is not None and a.keyword.value in names:
@@ -389,12 +429,16 @@ def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                     n //= tp
                 elif ctor in ROW:
                     k //= tp
+                elif tp > 1 and ctor == "Linear":   # HF nn.Linear in a TP deployment: by role
+                    n, k = shard_linear(ms.config, attr, int(n), int(k), tp)
                 dims = (n, k)
             return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line)
         if ctor == "Parameter" and value.args:
             inner = value.args[0].value
             if isinstance(inner, cst.Call) and _callee_name(inner) in PARAM_CTORS:
                 dims = tuple(int(env.eval(a.value)) for a in inner.args if a.keyword is None)
+                if len(dims) == 3 and ms.moe_tp > 1:
+                    dims = shard_experts(ms.config, attr, dims, ms.moe_tp)
                 if len(dims) >= 2:
                     return LinearAttr(file, cls, attr, "Parameter", dims, is_param=True, line=line)
         return None

@@ -9,15 +9,8 @@ in which their kernels first appear (windows clusters, `site_rank`).
 
 from __future__ import annotations
 
+from .roles import name_role
 from .source import LinearAttr, ModelSource
-
-# attribute name -> the seed's role (sizing formulas); first match wins
-_ROLES = (("gate_up", "gate_up"), ("w13", "gate_up"), ("w1", "gate"), ("w3", "up"), ("w2", "down"),
-          ("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down"), ("qkv", "qkv"),
-          ("q_a_proj", "q"), ("q_b_proj", "q"), ("q_proj", "q"), ("k_proj", "k"),
-          ("v_proj", "v"), ("o_proj", "o"), ("out_proj", "o"), ("dense", "o"),
-          ("lm_head", "lm_head"), ("classifier", "router"), ("gate", "router"))
-
 
 def role_of(attr: str, lin: LinearAttr | None = None, family: str = "", dtype_bytes: float = 2) -> str:
     name = attr.split(".")[-1].lower()
@@ -25,10 +18,7 @@ def role_of(attr: str, lin: LinearAttr | None = None, family: str = "", dtype_by
         return "gmm2" if "down" in name or name in ("w2", "w2_weight") else "gmm1"
     if family == "qbmm" or (family != "wqbmm" and dtype_bytes == 1):
         return "qbmm"
-    for key, role in _ROLES:
-        if key in name:
-            return role
-    return "linear"
+    return name_role(name)
 
 
 def dims_match(lin: LinearAttr, n: int, k: int, family: str = "") -> bool:

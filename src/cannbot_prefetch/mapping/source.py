@@ -52,6 +52,7 @@ class ModelSource:
     config: dict[str, Any]
     config_path: str
     tp: int = 1
+    moe_tp: int = 1
     linears: dict[tuple[str, str], LinearAttr] = field(default_factory=dict)
     children: dict[tuple[str, str], str] = field(default_factory=dict)   # (cls, attr) -> class
     list_children: set[tuple[str, str]] = field(default_factory=set)     # ModuleList attrs
@@ -121,9 +122,13 @@ def source_files(model_src: str | Path) -> list[Path]:
 
 
 def load_model_source(model_src: str | Path, config: dict[str, Any], config_path: str = "",
-                      tp: int = 1) -> ModelSource:
+                      tp: int = 1, moe_tp: int = 1) -> ModelSource:
+    """`tp` / `moe_tp`: the ranks the profiled deployment splits dense linears / experts over;
+    weight dims are evaluated per rank (evaluate.py, roles.py)."""
     if tp < 1:
         raise InputError(f"--tp must be at least 1, not {tp}")
+    if moe_tp < 1:
+        raise InputError(f"--moe-tp must be at least 1, not {moe_tp}")
     files: dict[str, SourceView] = {}
     classes: dict[str, tuple[str, ClassInfo]] = {}
     for f in source_files(model_src):
@@ -139,7 +144,7 @@ def load_model_source(model_src: str | Path, config: dict[str, Any], config_path
         files[str(f)] = view
         for name, info in view.classes.items():
             classes.setdefault(name, (str(f), info))
-    ms = ModelSource(files, classes, config, config_path, tp)
+    ms = ModelSource(files, classes, config, config_path, tp, moe_tp)
     _scan_structure(ms)
     for cls in list(classes):
         scan_linears(ms, cls)

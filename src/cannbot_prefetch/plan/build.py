@@ -108,7 +108,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         from ..hardware import resolve
         hw = resolve(None, profile_info)
     cfg, cfg_path = _config(config, model_src)
-    ms = load_model_source(model_src, cfg, cfg_path, opts.tp)
+    ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
     mapper = Mapper(ms, parse_src_map(opts.src_map))
     notes: list[str] = []
     rejections: list[Rejection] = []
@@ -266,15 +266,35 @@ def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: i
     if cand is None:
         return size_site(w, WindowTime(None), None, hw, in_flight=in_flight,
                          user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
-    win = cand.window
     # an "earlier" insertion also overlaps work before the window (a MatMul): that time is not
     # free bandwidth, so only the measured window counts (and the site ranks after exact ones)
     time_us = effective_window_us(cand, m)
     wbytes = effective_window_bytes(cand, m)
     g = GainInputs(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
                    cand.per_step, time_us, int(wbytes))
-    return size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
-                     user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+    hit = _experts_hit(m, t, cfg or {})
+    if hit is not None:   # only the experts the tokens hit are read (moe.py)
+        g = replace(g, useful_share=hit.share)
+    sized = size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
+                      user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+    if hit is None:
+        return sized
+    floor = float(policy()["sizing"]["moe_min_hit_share"])
+    blocked = "" if hit.share >= floor else (
+        f"expected experts hit {hit.share:.1%} < sizing.moe_min_hit_share {floor:.0%}: most "
+        "prefetched expert bytes would be traffic the GroupedMatmul never reads")
+    return replace(sized, notes=sized.notes + (f"MoE: {hit.text()}",), blocked=blocked)
+
+
+def _experts_hit(m: Mapped, t: TargetSig, cfg: dict[str, Any]):
+    """Expected experts hit per call of a GroupedMatmul target (None for dense targets or when
+    the config does not name the experts and top-k)."""
+    if m.role not in ("gmm1", "gmm2") or not t.m:
+        return None
+    from ..moe import from_config
+    dims = m.target.dims or ()
+    e_rank = dims[0] if len(dims) == 3 else (t.weight_shape[0] if len(t.weight_shape) == 3 else 0)
+    return from_config(cfg, int(t.m), int(e_rank))
 
 
 def effective_window_us(cand: Candidate, m: Mapped) -> float:
@@ -314,6 +334,10 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             listed.append(((c, m, s), "another call site of the same attribute ranks higher"))
             continue
         seen.add(q)
+        if c is not None and m.method != "manual" and s.blocked:
+            listed.append(((c, m, s), "not worth it"))
+            rej.append(_rej(c, m, reasons.NOT_WORTH_IT, f"{q}: {s.blocked}"))
+            continue
         if c is not None and m.method != "manual" and s.mid <= 0:
             listed.append(((c, m, s), "no expected saving"))
             why = ""

@@ -161,3 +161,52 @@ def test_s4_evaluator_bounds_integers_powers_and_repetition(tmp_path):
         assert "not evaluable" in lins[attr].error, (attr, lins[attr].error)
     assert "too large" in lins["power"].error and "too large" in lins["cfgpow"].error
     assert "items" in lins["text"].error and "items" in lins["items"].error
+
+
+# ------------------------------------------------------------- --tp / --moe-tp on HF sources
+
+def _dims(ms):
+    return {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_tp_shards_a_hf_source_by_role(modeling, example_config, tp):
+    # issue 10 item 12: Megatron-style TP of transformers' real Llama file (Llama-3.2-1B config:
+    # hidden 2048, 32 heads, 8 KV heads of 64, intermediate 8192, vocab 128256)
+    cfg = json.loads(example_config("llama3.2-1b-en").read_text())
+    d = _dims(load_model_source(modeling("llama"), cfg, "cfg.json", tp=tp))
+    assert d["LlamaAttention.q_proj"] == (2048 // tp, 2048)          # column: out / tp
+    assert d["LlamaAttention.k_proj"] == (512 // tp, 2048)
+    assert d["LlamaAttention.v_proj"] == (512 // tp, 2048)
+    assert d["LlamaAttention.o_proj"] == (2048, 2048 // tp)          # row: in / tp
+    assert d["LlamaMLP.gate_proj"] == d["LlamaMLP.up_proj"] == (8192 // tp, 2048)
+    assert d["LlamaMLP.down_proj"] == (2048, 8192 // tp)
+    assert d["LlamaForCausalLM.lm_head"] == (128256 // tp, 2048)    # vocab-parallel
+
+
+def test_tp_above_the_kv_heads_keeps_one_kv_head_per_rank(modeling, example_config):
+    cfg = json.loads(example_config("llama3.2-1b-en").read_text())   # 8 KV heads of 64
+    d = _dims(load_model_source(modeling("llama"), cfg, "cfg.json", tp=16))
+    assert d["LlamaAttention.k_proj"] == d["LlamaAttention.v_proj"] == (64, 2048)
+    assert d["LlamaAttention.q_proj"] == (128, 2048)
+
+
+def test_moe_tp_shards_fused_hf_experts(modeling, example_config):
+    # Qwen3-MoE (transformers 5.x fused experts): gate_up [E, 2I, H] splits 2I, down [E, H, I] I
+    cfg = json.loads(example_config("qwen3-moe").read_text())       # E 128, I 768, H 2048
+    one = _dims(load_model_source(modeling("qwen3_moe"), cfg, "cfg.json"))
+    two = _dims(load_model_source(modeling("qwen3_moe"), cfg, "cfg.json", moe_tp=2))
+    gu = next(k for k in one if k.endswith(".gate_up_proj") and len(one[k]) == 3)
+    dn = next(k for k in one if k.endswith(".down_proj") and len(one[k]) == 3)
+    assert one[gu] == (128, 1536, 2048) and two[gu] == (128, 768, 2048)
+    assert one[dn] == (128, 2048, 768) and two[dn] == (128, 2048, 384)
+
+
+def test_parallel_linears_split_once_full_size_experts_by_moe_tp(tmp_path):
+    src = tmp_path / "fake.py"
+    src.write_text(VLLM_STYLE)
+    cfg = {"hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "n_experts": 16}
+    d = _dims(load_model_source(src, cfg, "config.json", tp=2, moe_tp=2))
+    assert d["FakeMLP.gate_up_proj"] == (2 * 11008 // 2, 4096)       # its own ctor, not twice
+    assert d["FakeLayer.experts_w13"] == (8, 11008, 4096)              # 2I equals the full size

@@ -190,8 +190,10 @@ def test_moe_gmm_sites_use_the_seed_formulas(copy_src, tmp_path, examples_dir):
     plan, design, _ = build_plan(classify(prof.table, hw), prof.info, hw, src,
                                  examples_dir / "qwen3-moe" / "config.json",
                                  PlanOptions(max_sites=6, experts_per_rank=8, moe_tp=1))
-    gmm = {s.target.attr: s for s in plan.sites if s.target.cls == "Qwen3MoeExperts"}
-    assert set(gmm) == {"gate_up_proj"}
+    # batch 1: one token hits 8 of 128 experts (6 %), so the GMM is listed, not planned (item 6);
+    # its size still follows the seed's formula
+    gmm = {v.site.target.attr: v.site for v in design.sites if v.site.target.cls == "Qwen3MoeExperts"}
+    assert "gate_up_proj" in gmm and not any(s.target.cls == "Qwen3MoeExperts" for s in plan.sites)
     w = next(c for c in gmm["gate_up_proj"].basis.caps if c.name == "weight").bytes
     assert w == 2048 * 768 * 2 * 2 // 1 * 8 // 2
     assert gmm["gate_up_proj"].target.weight_expr == "self.experts.gate_up_proj"   # no .weight
@@ -361,3 +363,60 @@ def test_manual_mode_window_right_before_the_target_lists_no_overlap(llama_src):
                             PlanOptions(targets=("LlamaMLP.gate_proj",),
                                         window="post_attention_layernorm"))
     assert not any(n.startswith("risk:") for n in plan.sites[0].evidence.get("notes", []))
+
+
+
+# ------------------------------------------------------------------------------ MoE (item 6)
+
+def test_expected_experts_hit_formula():
+    from cannbot_prefetch.moe import experts_hit
+    one = experts_hit(rows=8, top_k=8, experts=128, experts_rank=128)       # 1 token, top-8 of 128
+    assert one.tokens == 1 and one.share == pytest.approx(8 / 128) and one.hit == pytest.approx(8)
+    many = experts_hit(rows=96 * 8, top_k=8, experts=128, experts_rank=128)  # vllm-ascend's 96 tokens
+    assert many.share == pytest.approx(1 - (1 - 8 / 128) ** 96) and many.share > 0.99
+    ep = experts_hit(rows=8, top_k=8, experts=128, experts_rank=8)           # EP 16: 8 experts here
+    assert ep.tokens == pytest.approx(16)                                    # 8 rows = 16 tokens x 8 x 8/128
+    assert ep.share == pytest.approx(1 - (1 - 8 / 128) ** 16)
+
+
+def test_a_gmm_at_batch_1_is_not_worth_it_and_says_why(copy_src, tmp_path, examples_dir):
+    prof = load_profile(examples_dir / "qwen3-moe" / "profile")
+    hw = hardware.load("910B3")
+    src = copy_src("qwen3_moe", tmp_path / "m")
+    _, design, rej = build_plan(classify(prof.table, hw), prof.info, hw, src,
+                                examples_dir / "qwen3-moe" / "config.json", PlanOptions(max_sites=6))
+    why = next(r for r in rej if r.site == "Qwen3MoeExperts.gate_up_proj")
+    assert why.reason_code == reasons.NOT_WORTH_IT and "experts hit 6.2%" in why.reason
+    site = next(v.site for v in design.sites if v.site.target.attr == "gate_up_proj"
+                and v.site.target.cls == "Qwen3MoeExperts")
+    # only the hit share of the prefetched bytes counts as saved, and the offset choice is stated
+    assert site.evidence["useful_share"] == pytest.approx(0.0625)
+    note = next(n for n in site.evidence["notes"] if n.startswith("MoE:"))
+    assert "offset 0" in note and "8.0 of this rank's 128 experts" in note
+
+
+def test_more_tokens_make_the_gmm_worth_it(examples_dir):
+    """The example's GMM signature seen with 96 tokens per step: the hit share passes the floor."""
+    from dataclasses import replace as dc_replace
+    from types import SimpleNamespace
+
+    from cannbot_prefetch.mapping.source import load_config
+    from cannbot_prefetch.plan.build import _experts_hit
+    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.windows import TargetSig
+    cfg, _ = load_config(examples_dir / "qwen3-moe" / "config.json")
+    roof = classify(load_profile(examples_dir / "qwen3-moe" / "profile").table, hardware.load("910B3"))
+    t = dc_replace(TargetSig.of(next(s for s in roof.signatures if s.family == "gmm")), m=96 * 8)
+    gmm = SimpleNamespace(role="gmm1", target=SimpleNamespace(dims=(128, 1536, 2048)))
+    hit = _experts_hit(gmm, t, cfg)
+    assert hit.share > 0.99 > float(policy()["sizing"]["moe_min_hit_share"])
+
+
+def test_manual_sizes_follow_tp(llama_src):
+    # issue 10 item 12: manual mode sizes the shard, not the whole weight
+    src, cfg = llama_src
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), src, cfg,
+                            PlanOptions(targets=("LlamaMLP.down_proj", "LlamaAttention.q_proj"), tp=2))
+    by = {s.target.attr: s for s in plan.sites}
+    assert by["down_proj"].basis.dims == (2048, 4096) and by["down_proj"].max_size == 2048 * 4096 * 2 // 2
+    assert by["q_proj"].basis.dims == (1024, 2048)
