@@ -16,6 +16,7 @@ expression, join); `dependency_problem(module_code, placement, target)` says whe
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import libcst as cst
@@ -23,7 +24,8 @@ import libcst as cst
 from typing import Protocol
 
 from .plan import Insert, Join, Site, grammar
-from .pysource import ClassInfo, Method, SourceView, Stmt, code_of, dotted, names_and_calls, parse_view
+from .pysource import (ClassInfo, Method, SourceView, Stmt, call_name, code_of, dotted,
+                       names_and_calls, parse_view)
 
 # kinds: "missing" = the plan names something that is not in the file (bad input, exit 2);
 #        "unsafe"  = it is there but there is no safe insertion (the site is refused, others go on)
@@ -50,6 +52,10 @@ class Placement:
     scope: str = "same"       # same | next_layer (the weight belongs to the next decoder layer)
     stmt: int | None = None   # mapping: index of the anchor statement in insert.method, which
                               # tells the profiled ops after the insertion (placed window)
+    # mapping's own: the call path down to the insertion hop (where a join may go) and the line
+    # of the statement it means to anchor on (apply must resolve the anchor to that one)
+    callers: tuple = ()
+    anchor_line: int = 0
 
     @classmethod
     def of_site(cls, site: Site) -> "Placement":
@@ -92,9 +98,7 @@ def _strip_forward(path: str) -> str:
 
 
 def _anchor_matches(call: cst.Call, anchor: str) -> bool:
-    d = dotted(call.func)
-    if d is None:
-        return False
+    d = call_name(call)
     anchor = _strip_forward(anchor)
     return d == anchor or _strip_forward(d) == anchor
 
@@ -128,8 +132,13 @@ def _base_with(view: SourceView, cls: ClassInfo, method: str) -> str | None:
     return None
 
 
+_PLAIN_BASES = {"Module", "object", "nn.Module", "torch.nn.Module"}
+
+
 def _has_attr(view: SourceView, cls: ClassInfo, attr: str) -> bool:
-    first = attr.split(".")[0]
+    """`self.<first step of attr> = ...` in the class or a base class of this file; True when a
+    base class is defined elsewhere (imported: its attributes are not visible here)."""
+    first = attr.split(".")[0].split("[")[0]
     todo, seen = [cls], set()
     while todo:
         c = todo.pop()
@@ -142,6 +151,8 @@ def _has_attr(view: SourceView, cls: ClassInfo, attr: str) -> bool:
             info = view.classes.get(b.split(".")[-1])
             if info is not None:
                 todo.append(info)
+            elif b not in _PLAIN_BASES and b.split(".")[-1] in view.class_bases | view.aliases:
+                return True
     return False
 
 
@@ -171,27 +182,78 @@ def _methods_reaching(cls: ClassInfo, pred) -> set[str]:
     return direct
 
 
+def _path_steps(expr: str) -> list[str]:
+    """`self.mlps[0].down_proj` -> ["self", ".mlps", "[0]", ".down_proj"]."""
+    return re.findall(r"^[A-Za-z_]\w*|\.[A-Za-z_]\w*|\[[^\]]*\]", expr)
+
+
 def _target_refs(weight_expr: str) -> tuple[list[str], str]:
     """Module paths whose call runs the target, and the weight's owner path."""
-    parts = weight_expr.split(".")
-    owner = ".".join(parts[:-1]) if parts[-1] == "weight" else weight_expr
-    refs = [".".join(parts[:k]) for k in range(1 if parts[0] != "self" else 2, len(parts) + 1)]
+    steps = _path_steps(weight_expr)
+    owner = "".join(steps[:-1]) if steps[-1] == ".weight" else weight_expr
+    first = 1 if steps[0] != "self" else 2
+    refs = ["".join(steps[:k]) for k in range(first, len(steps) + 1)]
     return refs, owner
 
 
+def _guard_path(owner: str) -> str:
+    """The part of a weight's owner path `_cbp.attr` can walk: up to the first index
+    (`self.next_layer.self_attn[0].q_proj` -> `self.next_layer`); list elements exist."""
+    return owner.split("[", 1)[0].rsplit(".", 1)[0] if "[" in owner else owner
+
+
 def _runs_target(call: cst.Call, refs: list[str], owner: str, helpers: set[str]) -> bool:
-    d = dotted(call.func)
-    if d is not None:
-        d = _strip_forward(d)
-        if d in refs:
-            return True
-        if d.startswith("self.") and d.count(".") == 1 and d[5:] in helpers:
-            return True
+    d = _strip_forward(call_name(call))
+    if d in refs:
+        return True
+    if d.startswith("self.") and d.count(".") == 1 and d[5:] in helpers:
+        return True
+    # an explicit method of a module on the path: self.attn[0].forward_absorb(...)
+    base, _, meth = d.rpartition(".")
+    if base in refs and meth.lstrip("_").startswith("forward"):
+        return True
     for a in call.args:
         text = code_of(a.value)
         if text == owner or text.startswith(owner + ".") or text.startswith(owner + "["):
             return True
     return False
+
+
+def _inherited_elsewhere(view: SourceView, cls: ClassInfo, refs: list[str]) -> set[str]:
+    """Methods the class calls on itself that a base class defined in another file provides
+    (`self.moe_infer_dispatch_combine(...)` of an imported MoE base): this file cannot show
+    what they run, so one that the weight's module belongs to (the target is an attribute set by
+    that base too) may run the target. Only for weights of modules this file never assigns."""
+    if any(info is not None for info in (view.classes.get(b.split(".")[-1]) for b in cls.bases)):
+        return set()
+    if not any(b.split(".")[-1] in view.aliases for b in cls.bases):
+        return set()
+    first = refs[0].split(".")[1].split("[")[0] if refs and refs[0].count(".") else ""
+    if not first or first in cls.attrs:
+        return set()
+    out = set()
+    for m in cls.methods.values():
+        for st in m.stmts:
+            for c in st.calls:
+                d = dotted(c.func) or ""
+                if d.startswith("self.") and d.count(".") == 1 and d[5:] not in cls.methods \
+                        and d[5:] not in cls.attrs:
+                    out.add(d[5:])
+    return out
+
+
+def _bound_methods(cls: ClassInfo) -> dict[str, set[str]]:
+    """Attributes bound to methods (`self.mlp_forward = self.forward_w8a8int8` in __init__)."""
+    out: dict[str, set[str]] = {}
+    for attr, stmts in cls.attrs.items():
+        for st in stmts:
+            node = st.node
+            if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
+                    isinstance(node.body[0], cst.Assign):
+                d = dotted(node.body[0].value) or ""
+                if d.startswith("self.") and d[5:] in cls.methods:
+                    out.setdefault(attr, set()).add(d[5:])
+    return out
 
 
 def _call_arg_names(call: cst.Call) -> set[str]:
@@ -203,26 +265,29 @@ def _call_arg_names(call: cst.Call) -> set[str]:
 
 def _find_anchor(cls: ClassInfo, method: Method, anchor: str) -> tuple[Method, Stmt] | None:
     """The statement holding the anchor call: in the method, else in a self-method it calls."""
+    got = _find_anchors(cls, method, anchor)
+    return got[0] if got else None
+
+
+def _find_anchors(cls: ClassInfo, method: Method, anchor: str) -> list[tuple[Method, Stmt]]:
+    """Every statement holding the anchor call, in order: in the method, else in the first
+    self-method it calls that has one (branches of one step often repeat the same call)."""
     todo, seen = [method], set()
     while todo:
         m = todo.pop(0)
         if m.name in seen:
             continue
         seen.add(m.name)
-        holder = None
-        for s in m.stmts:
-            if any(_anchor_matches(c, anchor) for c in s.calls):
-                holder = s
-                break
-        if holder is not None:
+        holders = [s for s in m.stmts if any(_anchor_matches(c, anchor) for c in s.calls)]
+        if holders:
             # a one-line compound statement: insert around the whole line
-            return m, holder
+            return [(m, h) for h in holders]
         for s in m.stmts:
             for c in s.calls:
                 d = dotted(c.func) or ""
                 if d.startswith("self.") and d.count(".") == 1 and d[5:] in cls.methods:
                     todo.append(cls.methods[d[5:]])
-    return None
+    return []
 
 
 def _enclosing_block_stmt(method: Method, holder: Stmt) -> Stmt:
@@ -243,10 +308,12 @@ def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Pro
         msg = grammar.problem(field, value)
         if msg:
             return Problem(MISSING, f"{field} {msg}")
-    tcls = _find_class(view, t.cls, "target")
-    if isinstance(tcls, Problem):
-        return tcls
-    if not _has_attr(view, tcls, t.attr):
+    # the weight's class may be defined in a module this file imports (or that a base class
+    # of the insertion class comes from): its attribute is then checked where it was planned
+    tcls = view.classes.get(t.cls)
+    if tcls is None and t.cls not in view.aliases:
+        return Problem(MISSING, f"target class {t.cls} is not defined in this file (nor imported)")
+    if tcls is not None and not _has_attr(view, tcls, t.attr):
         return Problem(MISSING, f"class {t.cls} has no attribute '{t.attr.split('.')[0]}' "
                                 f"(no `self.{t.attr.split('.')[0]} = ...` in its methods)")
     icls = _find_class(view, ins.cls, "insert")
@@ -260,11 +327,25 @@ def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Pro
                                    f"{base}.{ins.method}); inserting into {base} would change every "
                                    f"subclass: plan the site on {base}")
         return Problem(MISSING, f"class {ins.cls} has no method {ins.method}")
-    found = _find_anchor(icls, method, ins.anchor_call)
-    if found is None:
+    found = _find_anchors(icls, method, ins.anchor_call)
+    if not found:
         return Problem(MISSING, f"no call to {ins.anchor_call} in {ins.cls}.{ins.method} "
                                 f"(or the helper methods it calls)")
-    method, holder = found
+    # the anchor is the first of its calls where the site is legal: the branches of one step
+    # (`if npugraph: x, y = f(a, ev=True)` / `else: x, y = f(a)`) call it more than once
+    first: Problem | None = None
+    for m, holder in found:
+        res = _locate_at(view, pl, target, tcls, icls, m, holder)
+        if isinstance(res, Location) or res.kind == MISSING:
+            return res
+        first = first or res
+    return first
+
+
+def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: ClassInfo,
+               method: Method, holder: Stmt) -> Location | Problem:
+    t, ins, dependency = target, pl.insert, pl.dependency
+    weight_expr, scope = pl.weight_expr, pl.scope
     if not isinstance(method.node.body, cst.IndentedBlock):
         return Problem(UNSAFE, f"{ins.cls}.{method.name} is a one-line method (`def ...: ...`): "
                                f"there is no line to insert at without rewriting it")
@@ -322,14 +403,25 @@ def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Pro
         return Problem(MISSING, f"weight '{weight_expr}' names '{head[0]}', which is neither "
                                 f"self nor a parameter of {where}")
     if head[0] == "self" and len(head) > 2 and (
-            scope == "next_layer" or _is_conditional(view, tcls, t.attr)
-            or head[1] in icls.conditional_attrs):
-        guard = owner
+            scope == "next_layer" or tcls is None or _is_conditional(view, tcls, t.attr)
+            or head[1].split("[")[0] in icls.conditional_attrs):
+        guard = _guard_path(owner)
     elif head[0] != "self" and scope == "next_layer":
-        guard = owner
+        guard = _guard_path(owner)
+    if guard is not None and "." not in guard:
+        guard = None
+
+    # a tuple is not a tensor: npu_prefetch takes one (`attn_ret` later unpacked)
+    for n in dep_names:
+        unpack = next((st for st in stmts[max(def_idx, 0):] if _unpacks(st, n)), None)
+        if unpack is not None and "." not in dependency:
+            return Problem(UNSAFE, f"dependency '{n}' is a tuple (unpacked at line {unpack.start}) "
+                                   f"in {where}: npu_prefetch needs one tensor")
 
     # the flow: from the dependency's definition to the call that runs the target
     helpers = _methods_reaching(icls, lambda c: _runs_target(c, refs, owner, set()))
+    helpers |= {a for a, targets in _bound_methods(icls).items() if targets & helpers}
+    helpers |= _inherited_elsewhere(view, icls, refs)
     live: dict[str, str] = {n: "dep" for n in dep_names}
     target_seen_before = any(
         any(_runs_target(c, refs, owner, helpers) for c in s.calls) for s in stmts[:point])
@@ -371,6 +463,25 @@ def locate(view: SourceView, pl: Placement, target: TargetRef) -> Location | Pro
         return Problem(UNSAFE, f"{owner} runs before the insertion point in {where}: the prefetch "
                                f"would come after its target")
     return Problem(UNSAFE, f"no call that runs {owner} after the insertion point in {where}")
+
+
+def unpacked_from(s: Stmt) -> tuple[str, list[str]] | None:
+    """`a, b = name` -> (name, [a, b])."""
+    node = s.node
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return None
+    small = node.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+            isinstance(small.value, cst.Name) and isinstance(small.targets[0].target, (cst.Tuple, cst.List)):
+        names = [el.value.value for el in small.targets[0].target.elements
+                 if isinstance(el.value, cst.Name)]
+        return small.value.value, names
+    return None
+
+
+def _unpacks(s: Stmt, name: str) -> bool:
+    got = unpacked_from(s)
+    return got is not None and got[0] == name
 
 
 def _first_path_stmt(stmts: list[Stmt], def_idx: int, point: int, live: dict[str, str]) -> int:

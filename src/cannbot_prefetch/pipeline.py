@@ -41,7 +41,7 @@ class AnalyzeOptions:
     moe_tp: int = 1
     experts_per_rank: int | None = None
     targets: tuple[str, ...] = ()
-    window: str | None = None
+    window: str | tuple[str, ...] | None = None   # one for all targets, or one per target
     dtype: str | None = None
     mode: str = "eager"
     max_sites: int | None = None

@@ -42,6 +42,12 @@ def dotted(node: cst.CSTNode) -> str | None:
     return None
 
 
+def call_name(call: cst.Call) -> str:
+    """The callee of a call as written, without whitespace (`self.mlps[0]`, `self.attn.forward`):
+    how mapping names an anchor and how the rewriter finds it again."""
+    return re.sub(r"\s+", "", code_of(call.func))
+
+
 class _Names(cst.CSTVisitor):
     """Names read by an expression (not attribute names, not keyword names)."""
 
@@ -166,6 +172,23 @@ class SourceView:
     aliases: dict[str, ImportAlias]
     layers_assignments: list[tuple[str, Stmt]]   # (class, `self.layers = ...` statement)
     prefetch_calls: list[tuple[int, str, str]]   # (line, class.method, code) of npu_prefetch calls
+    module_lists: list["ModuleList"] = field(default_factory=list)
+    module_attrs: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #                 class -> self.<attr> in __init__ -> constructor names it is built with
+    class_bases: dict[str, list[str]] = field(default_factory=dict)   # every class in the file
+
+
+@dataclass(frozen=True)
+class ModuleList:
+    """`self.<attr> = nn.ModuleList([...])` (or Sequential / ModuleDict) in a class's __init__,
+    with the last top-level __init__ statement that fills it (`.append` loops included)."""
+
+    cls: str
+    attr: str
+    elements: tuple[str, ...]     # constructor names of the elements
+    is_dict: bool                 # a ModuleDict: its modules are .values()
+    last_line: int                # last line of the last statement that mentions self.<attr>
+    indent: str
 
 
 class _Builder:
@@ -400,6 +423,48 @@ def _ast_dotted(node) -> str:
     return ".".join(reversed(parts))
 
 
+_LIST_CTORS = ("ModuleList", "Sequential", "ModuleDict")
+
+
+def _ctor_names(value: ast.AST) -> list[str]:
+    return [_ast_dotted(n.func).split(".")[-1] for n in ast.walk(value)
+            if isinstance(n, ast.Call) and _ast_dotted(n.func)]
+
+
+def _module_structure(cls: ast.ClassDef, lines: list[str]):
+    """(attr -> constructor names, module lists) of a class's __init__ (stdlib ast only)."""
+    attrs: dict[str, list[str]] = {}
+    lists: list[ModuleList] = []
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"),
+                None)
+    if init is None:
+        return attrs, lists
+    for n in ast.walk(init):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                d = _ast_dotted(t)
+                if d.startswith("self.") and d.count(".") == 1:
+                    attrs.setdefault(d[5:], []).extend(_ctor_names(n.value))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                n.func.attr == "append" and _ast_dotted(n.func.value).startswith("self."):
+            attrs.setdefault(_ast_dotted(n.func.value)[5:], []).extend(
+                x for a in n.args for x in _ctor_names(a))
+    for attr, names in attrs.items():
+        is_list = any(x in _LIST_CTORS for x in names)
+        if not is_list:
+            continue
+        mentions = [st for st in init.body if any(
+            isinstance(x, ast.Attribute) and _ast_dotted(x) == f"self.{attr}" for x in ast.walk(st))]
+        if not mentions:
+            continue
+        last = mentions[-1]
+        text = lines[last.lineno - 1]
+        lists.append(ModuleList(cls.name, attr, tuple(x for x in names if x not in _LIST_CTORS),
+                                "ModuleDict" in names, last.end_lineno, text[: len(text) - len(text.lstrip(" \t"))]))
+    return attrs, lists
+
+
 def _assigns_self_layers(cls: ast.ClassDef) -> bool:
     for fn in cls.body:
         if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
@@ -479,8 +544,16 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
         _align_compound(cnode, node, positions)
         infos[name] = _class_info(b, cnode, layers)
     module = tree
+    module_attrs: dict[str, dict[str, list[str]]] = {}
+    module_lists: list[ModuleList] = []
+    for name, node in top_classes.items():
+        attrs, lists = _module_structure(node, lines)
+        module_attrs[name] = attrs
+        module_lists += lists
+    bases = {name: [_ast_dotted(b).split(".")[-1] for b in node.bases]
+             for name, node in top_classes.items()}
     return SourceView(code, module, lines, newline, infos, imports_end, "", aliases, layers,
-                      prefetch_calls)
+                      prefetch_calls, module_lists, module_attrs, bases)
 
 
 def _class_info(b: _Builder, node: cst.ClassDef, layers: list) -> ClassInfo:

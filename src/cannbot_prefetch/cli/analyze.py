@@ -73,8 +73,8 @@ def analyze(
     moe_tp: Annotated[int, typer.Option("--moe-tp", help="MoE tensor-parallel size: fused expert weights split gate_up on 2I, down on I.")] = 1,
     experts_per_rank: Annotated[Optional[int], typer.Option("--experts-per-rank", help="Experts held per rank (MoE).")] = None,
     target: Annotated[list[str], typer.Option("--target", help="Manual mode: CLASS.ATTR to prefetch (repeatable).")] = [],
-    window: Annotated[Optional[str], typer.Option(help="Manual mode: the dependency expression (default: nearest legal one).")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="Weight dtype for sizes: bf16, fp16, int8 (default: the config's).")] = None,
+    window: Annotated[list[str], typer.Option(help="Manual mode: the dependency (a value or a module call; default: the nearest legal one). Once for every --target, or once per --target in the same order.")] = [],
+    dtype: Annotated[Optional[str], typer.Option(help="Weight dtype for sizes: bf16, fp16, int8, fp32 (default: the dtype the weight is declared with, else the config's).")] = None,
     mode: Annotated[str, typer.Option(help="Execution mode: eager, ge_graph, npugraph_ex.")] = "eager",
     max_sites: Annotated[Optional[int], typer.Option("--max-sites", help="Sites to plan (default 1: one target first).")] = None,
     max_size_cap: Annotated[Optional[int], typer.Option("--max-size-cap", help="User cap on max_size, bytes.")] = None,
@@ -93,7 +93,7 @@ def analyze(
 
         if mode not in ("eager", "ge_graph", "npugraph_ex"):
             raise InputError(Msg("analyze.mode_choice", value=mode))
-        if dtype is not None and dtype not in ("bf16", "fp16", "int8"):
+        if dtype is not None and dtype not in ("bf16", "fp16", "int8", "fp32"):
             raise InputError(Msg("analyze.dtype_choice", value=dtype))
         for name, val in (("--top", top), ("--tp", tp), ("--moe-tp", moe_tp),
                           ("--lookback", lookback), ("--max-sites", max_sites),
@@ -105,7 +105,7 @@ def analyze(
             hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=parse_peak_overrides(peak_tflops),
             cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=model_src,
             model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
-            experts_per_rank=experts_per_rank, targets=tuple(target), window=window, dtype=dtype,
+            experts_per_rank=experts_per_rank, targets=tuple(target), window=(window[0] if len(window) == 1 else tuple(window) or None), dtype=dtype,
             mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out, lang=lang)
         with status(lang) as tick:
             return run_analyze(opts, progress=tick)

@@ -9,6 +9,8 @@ Every run first shows the design table and the diff (nothing written). Then:
   (it only removes this tool's own lines; the current files are backed up first);
   `--revert --check` previews it.
 Files of an installed package (site-packages) are refused unless `--allow-installed`.
+A planned site that apply refuses (the source no longer allows it) exits 1 with the site and
+the reason; the other sites are still shown, and written with --write.
 """
 
 from __future__ import annotations
@@ -170,17 +172,24 @@ def apply(
         n = sum(f.status == "changed" for f in changes.files)
         if not as_json:
             _render(changes, lang, err, out)
+        # a planned site apply refuses (the source no longer allows it): exit 1, naming it,
+        # after the other sites are shown (and written with --write)
+        refused = [] if revert else changes.refused
+        if refused:
+            err.print(t("apply.refused_exit", lang, n=len(refused),
+                        sites="; ".join(f"{r.site}: {r.reason}" for r in refused)))
+        fail = 1 if refused else 0
         if writing and changes.pending:
             if not (yes or revert):
                 if not _interactive():
                     raise InputError(Msg("apply.notty"))
                 if not typer.confirm(t("apply.ask", lang, n=n), default=False, err=True):
                     err.print(t("apply.aborted", lang))
-                    return _done(changes, as_json, 0)
+                    return _done(changes, as_json, fail)
             commit_changes(changes)
             b = str(Path(changes.backups[0]).parent) if changes.backups else "-"
             err.print(t("apply.reverted" if revert else "apply.wrote", lang, n=n, b=b))
-            return _done(changes, as_json, 0)
+            return _done(changes, as_json, fail)
         if writing:   # nothing to write: still tidy what a killed run left (temp files, status)
             for note in settle_changes(changes):
                 err.print(note)
@@ -189,7 +198,7 @@ def apply(
             return _done(changes, as_json, 1)
         if changes.pending:
             err.print(t("apply.dry", lang))
-        return _done(changes, as_json, 0)
+        return _done(changes, as_json, fail)
 
     code = guarded(debug, body, json_out=as_json, lang=lang)
     if code:

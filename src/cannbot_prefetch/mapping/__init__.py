@@ -6,7 +6,9 @@ Best available first, and the site records which was used:
               by the order the layer runs them (shape.py);
   3. manual - `--target CLASS.ATTR` / `--window EXPR` (manual.py).
 The insertion (lowest common caller, dependency, weight expression) comes from place.py and is
-checked with `legality.dependency_problem`, the same rule the rewriter applies.
+checked with apply's own per-site checks (`rewrite.engine.check_site`: legality.py's rule, the
+join, the layer link, hand-written prefetches): a placement apply would refuse is never planned;
+when none passes, the candidate is rejected with apply's reason.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import reasons
-from ..legality import Placement, dependency_problem
+from ..legality import Placement
 from ..windows import Candidate, PredOp, Rejection
-from .place import layer_depth, nearest_legal, place
+from .place import layer_depth, nearest_legal, place_all
 from .precedes import precedes
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
@@ -39,19 +41,56 @@ class Mapped:
     signature: dict | None = None   # manual target, no window: the profile signature of its shape
 
 
-def checker(ms: ModelSource) -> Callable[[Placement, LinearAttr], str | None]:
-    """accept(placement, target) -> None when legal, else why (legality.py, the rewriter's rule)."""
-    codes = {f: v.code for f, v in ms.files.items()}
+@dataclass(frozen=True)
+class TargetName:
+    cls: str
+    attr: str
+
+
+def target_ref(pl: Placement, lin: LinearAttr) -> TargetName:
+    """The weight's class and attribute as the plan names them: its own when it is defined in
+    the file apply edits, else seen from the class that receives the call
+    (`FFN.experts.w2_weight`: FusedMoEGMM lives in another file)."""
+    from pathlib import Path
+    if not pl.file or Path(lin.file).resolve() == Path(pl.file).resolve():
+        return TargetName(lin.cls, lin.attr)
+    attr = pl.weight_expr[len("self."):]
+    attr = attr[len("next_layer."):] if attr.startswith("next_layer.") else attr
+    return TargetName(pl.insert.cls, attr[: -len(".weight")] if attr.endswith(".weight") else attr)
+
+
+def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, LinearAttr], str | None]:
+    """apply's own per-site checks (`rewrite.engine.check_site`), asked before a site is
+    planned: a placement they refuse is never planned (one truth for analyze and apply)."""
+    from ..legality import Problem
+    from ..pysource import parse_view
+    from ..rewrite.engine import check_site, has_markers, strip_markers
+
+    views = {}
+
+    def view_of(file: str):
+        if file not in views:
+            v = ms.files[file]
+            views[file] = parse_view(strip_markers(v.code)) if has_markers(v.code) else v
+        return views[file]
 
     def accept(pl: Placement, lin: LinearAttr) -> str | None:
-        return dependency_problem(codes[pl.file], pl, lin)
+        view = view_of(pl.file)
+        res = check_site(view, pl, target_ref(pl, lin), mode=mode)
+        if isinstance(res, Problem):
+            return res.message
+        if pl.anchor_line and view is ms.files[pl.file] and res.stmt.start != pl.anchor_line:
+            return (f"{pl.insert.anchor_call} is called more than once in {pl.insert.cls}."
+                    f"{pl.insert.method}: apply anchors on its first call (line {res.stmt.start}), "
+                    f"not the one at line {pl.anchor_line}")
+        return None
     return accept
 
 
 class Mapper:
     """Holds the flattened forward pass of the model's root class."""
 
-    def __init__(self, ms: ModelSource, src_map=(), root: str | None = None):
+    def __init__(self, ms: ModelSource, src_map=(), root: str | None = None, mode: str = "eager"):
         self.ms = ms
         self.src_map = tuple(src_map)
         rs = [root] if root else roots(ms)
@@ -60,8 +99,15 @@ class Mapper:
             raise SourceError("no model class with a forward() in the model source",
                               path=", ".join(ms.files))
         self.root = rs[0]
+        self.roots = rs
         self.events = flatten(ms, self.root)
-        self.accept = checker(ms)
+        self._events = {self.root: self.events}
+        self.accept = checker(ms, mode)
+
+    def events_of(self, root: str) -> list[Event]:
+        if root not in self._events:
+            self._events[root] = flatten(self.ms, root)
+        return self._events[root]
 
     # -- the target ---------------------------------------------------------------------------
     def find_target(self, cand: Candidate) -> tuple[int, str] | str:
@@ -142,6 +188,10 @@ class Mapper:
                                              for h in self.events[i].path)]
         return next((i for i in later if _fits(self.ms, self.events[i], op, want)), None)
 
+    def settle(self, pl: Placement, lin: LinearAttr) -> Placement | str:
+        from .manual import settle
+        return settle(pl, lin, self.accept)
+
     def map(self, cand: Candidate) -> Mapped | Rejection:
         found = self.find_target(cand)
         if isinstance(found, str):
@@ -154,15 +204,20 @@ class Mapper:
         w_idx = self.find_window(cand, t_idx)
         pl: Placement | str = "the window op was not found in the model source"
         if w_idx is not None:
-            pl = place(self.ms, self.events, t_idx, w_idx, cand.window.start, lin)
-            if isinstance(pl, Placement):
-                problem = self.accept(pl, lin)
-                if problem:
-                    pl = f"the rewriter refuses it: {problem}"
+            got = place_all(self.ms, self.events, t_idx, w_idx, cand.window.start, lin)
+            if isinstance(got, str):
+                pl = got
+            else:
+                for cand_pl in got:
+                    pl = self.settle(cand_pl, lin)
+                    if isinstance(pl, Placement):
+                        break
+                if isinstance(pl, str):
+                    pl = f"apply would refuse it: {pl}"
         if isinstance(pl, str):
             notes.append(f"window placement not used: {pl}")
             pl = nearest_legal(self.ms, self.events, t_idx, lin,
-                               accept=lambda p: self.accept(p, lin))
+                               accept=lambda p: self.settle(p, lin))
             if isinstance(pl, str):
                 return _unmapped(cand, f"no legal insertion for {lin.qualname}: {pl}",
                                  site=lin.qualname)

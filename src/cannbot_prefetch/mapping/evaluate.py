@@ -30,6 +30,11 @@ ROW = {"RowParallelLinear"}
 PLAIN = {"Linear", "ReplicatedLinear", "LinearBase", "Conv1D"}
 LINEARS = COLUMN | ROW | PLAIN
 PARAM_CTORS = {"empty", "zeros", "ones", "randn", "rand", "Tensor"}
+# fused-MoE layers whose class is not in the source (vLLM FusedMoE, cann-recipes FusedMoEGMM):
+# their weights by name, [E, 2*I/tp, H] and [E, H, I/tp] (REFERENCE.md §7)
+FUSED_MOE = {"FusedMoE", "FusedMoEGMM", "SharedFusedMoE"}
+DTYPE_BYTES = {"float32": 4, "float": 4, "float64": 8, "double": 8, "bfloat16": 2, "float16": 2,
+               "half": 2, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
 class MissingKey(Exception):
@@ -103,6 +108,7 @@ class LinearAttr:
     missing_key: str = ""
     is_param: bool = False       # fused Parameter: no `.weight`
     line: int = 0
+    dtype_bytes: float | None = None   # as declared (`params_dtype=torch.float32`), if it is
 
     @property
     def qualname(self) -> str:
@@ -135,8 +141,10 @@ def _assign_value(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
 class _Env:
     """Names visible while evaluating an `__init__`: config, self.X, locals, bound arguments."""
 
-    def __init__(self, ms: ModelSource, cls: str):
+    def __init__(self, ms: ModelSource, cls: str, depth: int = 0, site=None):
         self.ms = ms
+        self.cls = cls
+        self.nulls: list[str] = []
         self.config = ms.config
         self.self_vals: dict[str, Any] = {}
         self.local: dict[str, Any] = {}
@@ -158,13 +166,17 @@ class _Env:
             ann = code_of(p.annotation.annotation) if p.annotation else ""
             if "Config" in ann or name in ("config", "cfg", "model_config"):
                 self.config_names.add(name)
-        bound = ms.ctor_args.get(cls)
+        bound = site or ms.ctor_args.get(cls)
         if bound:
             args, parent = bound
-            parent_env = _Env.__new__(_Env)
-            parent_env.__dict__.update(ms=ms, config=ms.config, self_vals={}, local={},
-                                       missing={}, config_names={"config"})
-            parent_env.self_vals = _init_self_values(ms, parent) if parent != cls else {}
+            # the arguments are evaluated where the class is instantiated: the parent's
+            # __init__ (its locals and self.X included: `self.mlp = MLP(inner_dim, config)`)
+            parent_env = _init_env(ms, parent, depth + 1) if parent != cls and depth < 8 else None
+            if parent_env is None:
+                parent_env = _Env.__new__(_Env)
+                parent_env.__dict__.update(ms=ms, cls=parent, config=ms.config, self_vals={},
+                                           local={}, missing={}, config_names={"config"},
+                                           nulls=[])
             pos = 0
             for a in args:
                 if a.star:
@@ -194,11 +206,16 @@ class _Env:
         raise _Unsupported(n)
 
     def cfg(self, key: str, default: Any = ...) -> Any:
-        if key in self.config and self.config[key] is not None:
+        if key in self.config:
+            if self.config[key] is None:
+                self.nulls.append(key)
             return self.config[key]
+        alias = self.ms.attribute_map.get(key)     # hidden_size -> n_embd (gpt_bigcode)
+        if alias and self.config.get(alias) is not None:
+            return self.config[alias]
         if default is not ...:
             return default
-        raise MissingKey(key)
+        raise MissingKey(key if not alias else f"{key}' (or '{alias}")
 
     def eval(self, node: cst.BaseExpression) -> Any:
         return _bounded(self._eval(node))
@@ -239,6 +256,8 @@ class _Env:
             return ops[op]()
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return -self.eval(node.expression)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return not self.eval(node.expression)
         if isinstance(node, (cst.List, cst.Tuple)):
             out = []
             for el in node.elements:
@@ -254,10 +273,14 @@ class _Env:
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
             left, right = self.eval(node.left), self.eval(node.comparisons[0].comparator)
             op = type(node.comparisons[0].operator).__name__
-            cmp = {"Equal": left == right, "NotEqual": left != right, "Is": left is right,
-                   "IsNot": left is not right}
+            cmp = {"Equal": lambda: left == right, "NotEqual": lambda: left != right,
+                   "Is": lambda: left is right, "IsNot": lambda: left is not right,
+                   "LessThan": lambda: left < right, "GreaterThan": lambda: left > right,
+                   "LessThanEqual": lambda: left <= right,
+                   "GreaterThanEqual": lambda: left >= right,
+                   "In": lambda: left in right, "NotIn": lambda: left not in right}
             if op in cmp:
-                return cmp[op]
+                return cmp[op]()
         if isinstance(node, cst.BooleanOperation):
             left = self.eval(node.left)
             if isinstance(node.operator, cst.Or):
@@ -300,16 +323,84 @@ class _ConfigMarker:
 _CONFIG = _ConfigMarker()
 
 
-def _init_self_values(ms: ModelSource, cls: str, upto: int | None = None) -> dict[str, Any]:
-    env = _Env(ms, cls)
+def _init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> _Env | None:
+    """The names a class's whole __init__ leaves behind (locals and self.X), once per class
+    (per instantiation site with `site_key` = (parent class, attr))."""
+    cache = ms.init_envs
+    key = (cls, site_key)
+    if key in cache:
+        return cache[key]
+    cache[key] = None                     # a cycle of instantiations stops here
+    site = ms.ctor_sites.get((site_key[0], site_key[1], cls)) if site_key else None
+    env = _Env(ms, cls, depth, site)
     init = ms.method(cls, "__init__")
-    if init is None:
-        return {}
-    for i, s in enumerate(init.stmts):
-        if upto is not None and i >= upto:
-            break
+    for s in init.stmts if init is not None else []:
+        _exec_assign(env, s)
+    cache[key] = env
+    return env
+
+
+def derived_attrs(ms: ModelSource, cls: str) -> dict[str, Any]:
+    """`self.X` a config class's __init__ sets, its parameters bound from the config."""
+    env = _Env.__new__(_Env)
+    env.__dict__.update(ms=ms, cls=cls, config=ms.config, self_vals={}, local={}, missing={},
+                        config_names=set(), nulls=[])
+    init = ms.method(cls, "__init__")
+    for p in (*init.node.params.params, *init.node.params.kwonly_params):
+        name = p.name.value
+        if name in ms.config:
+            env.local[name] = ms.config[name]
+        elif p.default is not None:
+            try:
+                env.local[name] = env.eval(p.default)
+            except Exception:
+                pass
+    for s in init.stmts:
         _exec_assign(env, s)
     return env.self_vals
+
+
+def _phase_names(test: cst.BaseExpression, switch: str = "enable_prefetch") -> dict[str, bool]:
+    """The plan is for decode inference with the prefetch switch on: a flag named for the phase
+    (`is_prefill`, `prefill`, `is_decode`), `training` and the switch have those values."""
+    out: dict[str, bool] = {}
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            low = node.value.lower()
+            if node.value == switch:
+                out[node.value] = True
+            elif "prefill" in low:
+                out[node.value] = False
+            elif "decode" in low and "encode" not in low:
+                out[node.value] = True
+            elif low == "training":
+                out[node.value] = False
+
+    test.visit(V())
+    return out
+
+
+def static_truth(ms: ModelSource, cls: str, site_key, test: cst.BaseExpression) -> bool | None:
+    """The value of a condition that only reads the instance's __init__ values, the config and
+    the decode-inference phase (`if self.is_cross_attention:`, `if is_prefill:`), or None when
+    it depends on anything else. Attributes a parent sets after construction are not seen."""
+    base = _init_env(ms, cls, 0, site_key)
+    if base is None:
+        return None
+    env = _Env.__new__(_Env)
+    env.__dict__.update(base.__dict__)
+    phase = _phase_names(test, ms.switch_name)
+    env.local = {**phase, **base.local}
+    env.self_vals = {**phase, **base.self_vals}
+    env.nulls = []
+    try:
+        v = env.eval(test)
+    except (MissingKey, *EVAL_ERRORS):
+        return None
+    if isinstance(v, (bool, int, float, str, type(None))):
+        return bool(v)
+    return None
 
 
 def _exec_assign(env: _Env, s: Stmt) -> None:
@@ -349,9 +440,18 @@ def scan_linears(ms: ModelSource, cls: str) -> None:
         av = _assign_value(s)
         if av is not None:
             attr, value = av
-            lin = _linear_of(ms, env, file, cls, attr, value, s.start)
+            if isinstance(value, cst.Call) and _callee_name(value) in FUSED_MOE \
+                    and _callee_name(value) not in ms.classes:
+                for lin in _fused_moe(ms, env, file, cls, attr, value, s.start):
+                    ms.linears[(cls, lin.attr)] = lin
+            else:
+                lin = _linear_of(ms, env, file, cls, attr, value, s.start)
+                if lin is not None:
+                    ms.linears[(cls, attr)] = lin
+        for name, value, where in _registered(s, env):
+            lin = _linear_of(ms, where, file, cls, name, value, s.start)
             if lin is not None:
-                ms.linears[(cls, attr)] = lin
+                ms.linears[(cls, name)] = lin
         _exec_assign(env, s)
 
 
@@ -394,6 +494,161 @@ def shard_experts(cfg: dict[str, Any], attr: str, dims: tuple[int, ...], moe_tp:
     return dims
 
 
+def _registered(s: Stmt, env: "_Env") -> list[tuple[str, cst.BaseExpression, "_Env"]]:
+    """Weights a statement registers on this module: `self.register_parameter("w", P)`, and
+    those a quantisation method registers on it (`self.quant_method.create_weights(self, ...)`
+    whose body calls `layer.register_parameter("w", P)`)."""
+    out: list[tuple[str, cst.BaseExpression, _Env]] = []
+    node = s.node
+    if not isinstance(node, cst.SimpleStatementLine) or s.header:
+        return out
+    for small in node.body:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call):
+            continue
+        d = dotted(call.func) or code_of(call.func)
+        if d == "self.register_parameter" and len(call.args) >= 2:
+            name = call.args[0].value
+            if isinstance(name, cst.SimpleString) and name.evaluated_value.isidentifier():
+                out.append((name.evaluated_value, call.args[1].value, env))
+        elif d.endswith(".create_weights") or d == "create_weights":
+            out += _created_weights(env, call)
+    return out
+
+
+def _created_weights(env: "_Env", call: cst.Call) -> list[tuple[str, cst.BaseExpression, "_Env"]]:
+    """`layer.register_parameter(...)` inside the create_weights the call reaches, with the
+    callee's parameters bound to the call's values (evaluated here) and its locals followed."""
+    ms = env.ms
+    holder = dotted(call.func.value) if isinstance(call.func, cst.Attribute) else None
+    classes = _method_holders(env, holder)
+    for k in classes:
+        m = ms.method(k, "create_weights")
+        if m is None:
+            continue
+        params = [p for p in m.params if p != "self"]
+        sub = _Env(ms, k)
+        sub.self_vals, sub.local, sub.missing = {}, {}, {}
+        layer_name = None
+        pos = 0
+        for a in call.args:
+            if a.star:
+                continue
+            name = a.keyword.value if a.keyword else (params[pos] if pos < len(params) else None)
+            if a.keyword is None:
+                pos += 1
+            if name is None:
+                continue
+            if code_of(a.value) == "self":
+                layer_name = name
+                continue
+            try:
+                sub.local[name] = env.eval(a.value)
+            except (MissingKey, *EVAL_ERRORS):
+                pass
+        if layer_name is None:
+            continue
+        out = []
+        exprs: dict[str, cst.BaseExpression] = {}
+        for st in m.stmts:
+            node = st.node
+            if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
+                    isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
+                c = node.body[0].value
+                if (dotted(c.func) or "") == f"{layer_name}.register_parameter" and len(c.args) >= 2:
+                    nm = c.args[0].value
+                    val = c.args[1].value
+                    if isinstance(val, cst.Name) and val.value in exprs:
+                        val = exprs[val.value]
+                    if isinstance(nm, cst.SimpleString) and nm.evaluated_value.isidentifier():
+                        out.append((nm.evaluated_value, val, sub))
+                        continue
+            b = _local_assign(st)
+            if b is not None:
+                exprs[b[0]] = b[1]
+            _exec_assign(sub, st)
+        if out:
+            return out
+    return []
+
+
+def _local_assign(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
+    node = s.node
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
+            isinstance(node.body[0], cst.Assign) and len(node.body[0].targets) == 1 and \
+            isinstance(node.body[0].targets[0].target, cst.Name):
+        return node.body[0].targets[0].target.value, node.body[0].value
+    return None
+
+
+def _method_holders(env: "_Env", holder: str | None) -> list[str]:
+    """Classes `self.quant_method` may hold: every `self.quant_method = Cls(...)` in __init__
+    of a class in the source (the unquantised branch is as good a shape source as any)."""
+    ms = env.ms
+    if not holder or not holder.startswith("self.") or holder.count(".") != 1:
+        return []
+    attr = holder[5:]
+    out = []
+    for c, info in ((c, ms.classes[c][1]) for c in [env.cls] if c in ms.classes):
+        for st in info.attrs.get(attr, []):
+            for call in _calls_in(st.node):
+                n = _callee_name(call)
+                if n in ms.classes and n not in out:
+                    out.append(n)
+    return out
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    out: list[cst.Call] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            out.append(n)
+
+    node.visit(V())
+    return out
+
+
+def _fused_moe(ms, env, file, cls, attr, call, line) -> list[LinearAttr]:
+    """vLLM FusedMoE / FusedMoEGMM known by name: `<attr>.w13_weight`, `<attr>.w2_weight`."""
+    try:
+        e = env.eval(_arg(call, 0, "num_experts"))
+        h = env.eval(_arg(call, 2, "hidden_size"))
+        i = env.eval(_arg(call, 3, "intermediate_size"))
+        tp_node = _arg(call, 99, "tp_size")
+        ep_node = _arg(call, 99, "ep_size")
+        tp = env.eval(tp_node) if tp_node is not None else ms.moe_tp
+        ep = env.eval(ep_node) if ep_node is not None else 1
+        e, ip = int(e) // max(int(ep), 1), int(i) // max(int(tp), 1)
+        dims13, dims2, err, key = (e, 2 * ip, int(h)), (e, int(h), ip), "", ""
+    except MissingKey as exc:
+        dims13 = dims2 = None
+        err, key = f"config key '{exc.key}' is missing", exc.key
+    except EVAL_ERRORS as exc:
+        dims13 = dims2 = None
+        err, key = f"shape not evaluable ({exc})", ""
+    return [LinearAttr(file, cls, f"{attr}.w13_weight", "FusedMoE", dims13, err, key, True, line),
+            LinearAttr(file, cls, f"{attr}.w2_weight", "FusedMoE", dims2, err, key, True, line)]
+
+
+def _declared_dtype(env: "_Env", *calls: cst.Call) -> float | None:
+    """Bytes per element of `params_dtype=torch.float32` / `dtype=...` when the source says."""
+    for call in calls:
+        node = _arg(call, 99, "params_dtype", "dtype")
+        if node is None:
+            continue
+        name = (dotted(node) or "").split(".")[-1]
+        if name not in DTYPE_BYTES:
+            try:
+                v = env.eval(node)
+                name = str(v).split(".")[-1] if v is not None else ""
+            except Exception:
+                name = ""
+        if name in DTYPE_BYTES:
+            return float(DTYPE_BYTES[name])
+    return None
+
+
 def _arg(call: cst.Call, pos: int, *names: str) -> cst.BaseExpression | None:
     for a in call.args:
         if a.keyword is not None and a.keyword.value in names:
@@ -402,11 +657,37 @@ def _arg(call: cst.Call, pos: int, *names: str) -> cst.BaseExpression | None:
     return positional[pos].value if pos < len(positional) else None
 
 
+def _chosen(env: _Env, value: cst.BaseExpression) -> cst.BaseExpression:
+    """`Linear(...) if self.q_lora_rank is not None else None`: the branch the config selects,
+    else (undecidable) the branch that builds something."""
+    while isinstance(value, cst.IfExp):
+        try:
+            value = value.body if env.eval(value.test) else value.orelse
+        except Exception:
+            value = value.body if isinstance(value.body, (cst.Call, cst.IfExp)) else value.orelse
+    return value
+
+
+def linear_kind(ms: ModelSource, name: str, depth: int = 0) -> str | None:
+    """The known layer a constructor name is, through the source's own subclasses
+    (`class FalconLinear(nn.Linear)` builds like nn.Linear)."""
+    if name in LINEARS:
+        return name
+    if depth > 4 or name not in ms.classes:
+        return None
+    for b in ms.classes[name][1].bases:
+        got = linear_kind(ms, b.split(".")[-1], depth + 1)
+        if got is not None:
+            return got
+    return None
+
+
 def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                value: cst.BaseExpression, line: int) -> LinearAttr | None:
+    value = _chosen(env, value)
     if not isinstance(value, cst.Call):
         return None
-    ctor = _callee_name(value)
+    ctor = linear_kind(ms, _callee_name(value)) or _callee_name(value)
     tp = ms.tp
     try:
         if ctor in LINEARS:
@@ -432,15 +713,20 @@ def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                 elif tp > 1 and ctor == "Linear":   # HF nn.Linear in a TP deployment: by role
                     n, k = shard_linear(ms.config, attr, int(n), int(k), tp)
                 dims = (n, k)
-            return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line)
+            return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line,
+                              dtype_bytes=_declared_dtype(env, value))
         if ctor == "Parameter" and value.args:
             inner = value.args[0].value
             if isinstance(inner, cst.Call) and _callee_name(inner) in PARAM_CTORS:
-                dims = tuple(int(env.eval(a.value)) for a in inner.args if a.keyword is None)
+                vals = [env.eval(a.value) for a in inner.args if a.keyword is None]
+                if len(vals) == 1 and isinstance(vals[0], (list, tuple)):
+                    vals = list(vals[0])
+                dims = tuple(int(v) for v in vals)
                 if len(dims) == 3 and ms.moe_tp > 1:
                     dims = shard_experts(ms.config, attr, dims, ms.moe_tp)
                 if len(dims) >= 2:
-                    return LinearAttr(file, cls, attr, "Parameter", dims, is_param=True, line=line)
+                    return LinearAttr(file, cls, attr, "Parameter", dims, is_param=True, line=line,
+                                      dtype_bytes=_declared_dtype(env, inner, value))
         return None
     except MissingKey as exc:
         if ctor in LINEARS or ctor == "Parameter":
@@ -449,8 +735,12 @@ def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                               line)
         return None
     except EVAL_ERRORS as exc:
-        if ctor in LINEARS:
-            return LinearAttr(file, cls, attr, ctor, None, f"shape not evaluable ({exc})", line=line)
+        if ctor in LINEARS or (ctor == "Parameter" and env.nulls):
+            why = (f"config key '{env.nulls[-1]}' is null" if env.nulls and
+                   isinstance(exc, TypeError) else f"shape not evaluable ({exc})")
+            return LinearAttr(file, cls, attr, ctor, None, why, env.nulls[-1] if env.nulls
+                              and isinstance(exc, TypeError) else "", ctor == "Parameter",
+                              line=line)
         return None
 
 

@@ -1,21 +1,41 @@
 """The calls one forward pass runs, in evaluation order (arguments before the call), each with
 its path of hops (class, method, statement, call), descending into known submodules, helper
-methods and the decoder-layer loop (`for layer in self.layers`, `enumerate(self.layers)`: one
-layer stands for all). Fused expert Parameters are used, not called: their first use counts.
+methods and the decoder-layer loop (one layer stands for all).
+
+A callee is resolved as an access path from the method's `self`: `self.mlp`, `self.model.decoder`
+(a chain of submodules), `self.mlps[0]` (a ModuleList / ModuleDict element at a literal index),
+`self.self_attn[0].forward_absorb` (an explicit method of a submodule), `self.mlp_forward` (an
+attribute bound to a method in `__init__`), `layer` (a loop variable over `self.layers`, or a local
+bound to `self.layers[i]`: the element class is known, the access is not a fixed path). Fused
+expert Parameters are used, not called: their first use counts, and a call to a module known only
+by its fused weights (`self.experts(...)` of a vLLM FusedMoE) runs them.
 """
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass
 
 import libcst as cst
 
-from ..pysource import Stmt, code_of, dotted
+from ..pysource import Stmt, call_name, code_of
 from .evaluate import LinearAttr
 from .source import Event, Hop, ModelSource
 
 NORM_HINTS = ("norm",)
 ACT_HINTS = ("act", "silu", "gelu", "swiglu", "relu")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """What an expression in a method names."""
+
+    kind: str                  # module | list | linear | method | unknown
+    cls: str | None            # module class (element class for a list); method's class
+    access: str | None         # path from the method's `self`; None through a loop / variable index
+    attr: str = ""             # linear attribute, method name, or the last attribute step
+    owner: str = ""            # class that declares attr
+    via_list: bool = False     # an element of a module list reached through a variable
+    alts: tuple["Ref", ...] = ()   # a local bound to one of several methods (if/else)
 
 
 def _post_order_calls(node: cst.CSTNode) -> list[cst.Call]:
@@ -42,86 +62,9 @@ def _stmt_calls(s: Stmt) -> list[cst.Call]:
     return _post_order_calls(s.node)
 
 
-def flatten(ms: ModelSource, root: str, method: str = "forward", *, max_depth: int = 12) -> list[Event]:
-    """The calls one `root.method` runs, in order, descending into known submodules."""
-    out: list[Event] = []
-    _walk_method(ms, root, method, (), out, max_depth, set())
-    return out
+# ------------------------------------------------------------------------------ class lookups
 
-
-def _walk_method(ms, cls, method, prefix, out, depth, active) -> None:
-    m = ms.method(cls, method)
-    key = (cls, method)
-    if m is None or depth <= 0 or key in active:
-        return
-    active = active | {key}
-    owner = ms.method_owner(cls, method)
-    loop_vars: dict[str, str] = {}
-    params = {a: lin for (c, a), lin in _all_linears(ms, cls).items() if lin.is_param}
-    params_seen: set[str] = set()
-    for i, s in enumerate(m.stmts):
-        if params:   # fused expert Parameters are used, not called: the first use runs them
-            text = code_of(s.node) if not s.header else " ".join(code_of(c) for c in s.calls)
-            for a in params:
-                if a not in params_seen and re.search(rf"\bself\.{a}\b", text):
-                    params_seen.add(a)
-                    out.append(Event(prefix + (Hop(owner, method, i, f"self.{a}", s.start),),
-                                     "linear", _attr_owner(ms, cls, a), a))
-        if s.header and isinstance(s.node, cst.For):
-            var, it = _loop_over(s.node)
-            if var and it.startswith("self.") and (cls, it[5:]) in ms.list_children:
-                loop_vars[var] = ms.children[(cls, it[5:])]
-        for call in _stmt_calls(s):
-            d = dotted(call.func) or ""
-            hop = Hop(owner, method, i, d, s.start)
-            path = prefix + (hop,)
-            base = d[: -len(".forward")] if d.endswith(".forward") else d
-            if base.startswith("self.") and base.count(".") == 1:
-                attr = base[5:]
-                if (cls, attr) in _all_linears(ms, cls):
-                    out.append(Event(path, "linear", _attr_owner(ms, cls, attr), attr))
-                    continue
-                child = _child(ms, cls, attr)
-                if child:
-                    kind = "norm" if "norm" in child.lower() else "module"
-                    out.append(Event(path, kind, _attr_owner(ms, cls, attr), attr, child))
-                    if kind == "module":
-                        _walk_method(ms, child, "forward", path, out, depth - 1, active)
-                    continue
-                if ms.method(cls, attr) is not None:
-                    _walk_method(ms, cls, attr, path, out, depth - 1, active)
-                    continue
-                kind = "act" if any(h in attr.lower() for h in ACT_HINTS) else \
-                    "norm" if "norm" in attr.lower() else "module"
-                out.append(Event(path, kind, cls, attr))
-            elif base in loop_vars:
-                child = loop_vars[base]
-                out.append(Event(path, "module", cls, base, child))
-                _walk_method(ms, child, "forward", path, out, depth - 1, active)
-            else:
-                name = d.split(".")[-1].lower()
-                kind = "act" if any(h in name for h in ACT_HINTS) else \
-                    "norm" if "norm" in name else "func"
-                out.append(Event(path, kind, "", d))
-
-
-def _strip_sub(node: cst.BaseExpression) -> cst.BaseExpression:
-    return node.value if isinstance(node, cst.Subscript) else node
-
-
-def _loop_over(node: cst.For) -> tuple[str | None, str]:
-    """(loop variable, iterated attribute) of `for x in self.layers[...]` and
-    `for i, x in enumerate(self.layers[...])`."""
-    it, target = node.iter, node.target
-    if isinstance(it, cst.Call) and (dotted(it.func) or "") == "enumerate" and it.args:
-        it = it.args[0].value
-        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
-            target = target.elements[1].value
-    var = target.value if isinstance(target, cst.Name) else None
-    return var, dotted(_strip_sub(it)) or ""
-
-
-def _bases_chain(ms: ModelSource, cls: str) -> list[str]:
+def bases_chain(ms: ModelSource, cls: str) -> list[str]:
     out, todo = [], [cls]
     while todo:
         c = todo.pop(0)
@@ -132,35 +75,335 @@ def _bases_chain(ms: ModelSource, cls: str) -> list[str]:
     return out
 
 
-def _all_linears(ms: ModelSource, cls: str) -> dict[tuple[str, str], LinearAttr]:
-    out = {}
-    for c in _bases_chain(ms, cls):
-        for (k, a), v in ms.linears.items():
-            if k == c:
-                out[(cls, a)] = v
-    return out
+def find_linear(ms: ModelSource, cls: str, attr: str) -> LinearAttr | None:
+    for c in bases_chain(ms, cls):
+        lin = ms.linears.get((c, attr))
+        if lin is not None:
+            return lin
+    return None
 
 
-def _attr_owner(ms: ModelSource, cls: str, attr: str) -> str:
-    for c in _bases_chain(ms, cls):
+def find_child(ms: ModelSource, cls: str, attr: str) -> tuple[str | None, str, bool]:
+    """(child class, declaring class, is a list) of `self.<attr>`, through the base classes."""
+    for c in bases_chain(ms, cls):
+        if (c, attr) in ms.children:
+            return ms.children[(c, attr)], c, (c, attr) in ms.list_children
+    return None, "", False
+
+
+def sub_linears(ms: ModelSource, cls: str, attr: str) -> list[LinearAttr]:
+    """Weights of `self.<attr>` known only by name (`experts.w13_weight` of a FusedMoE)."""
+    for c in bases_chain(ms, cls):
+        subs = [lin for (k, a), lin in ms.linears.items() if k == c and a.startswith(attr + ".")]
+        if subs:
+            return sorted(subs, key=lambda lin: lin.line)
+    return []
+
+
+def method_targets(ms: ModelSource, cls: str, attr: str) -> list[str]:
+    """Methods `self.<attr>` is bound to in `__init__` (`self.mlp_forward = self.forward_x`)."""
+    for c in bases_chain(ms, cls):
+        got = ms.method_aliases.get((c, attr))
+        if got:
+            return got
+    return []
+
+
+def _holds_linears(ms: ModelSource, cls: str, depth: int = 3) -> bool:
+    for c in bases_chain(ms, cls):
+        if any(k == c for (k, _) in ms.linears):
+            return True
+        if depth > 0 and any(_holds_linears(ms, child, depth - 1)
+                             for (k, _), child in ms.children.items() if k == c):
+            return True
+    return False
+
+
+def _own_params(ms: ModelSource, cls: str) -> list[LinearAttr]:
+    got = [lin for c in bases_chain(ms, cls) for (k, a), lin in ms.linears.items()
+           if k == c and lin.is_param and "." not in a]
+    return sorted(got, key=lambda lin: lin.line)
+
+
+def attr_owner(ms: ModelSource, cls: str, attr: str) -> str:
+    for c in bases_chain(ms, cls):
         if (c, attr) in ms.linears or (c, attr) in ms.children:
             return c
-        info = ms.classes[c][1]
-        if attr in info.attrs:
+        if attr in ms.classes[c][1].attrs:
             return c
     return cls
 
 
-def _child(ms: ModelSource, cls: str, attr: str) -> str | None:
-    for c in _bases_chain(ms, cls):
-        if (c, attr) in ms.children:
-            return ms.children[(c, attr)]
+# ------------------------------------------------------------------------------ resolving
+
+def _index(node: cst.Subscript) -> str | None:
+    """`0` for x[0] (a literal index), None for anything else (a variable, a slice, a dict key:
+    the element's class is known, but it is no fixed path a plan's weight may name)."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    v = node.slice[0].slice.value
+    return v.value if isinstance(v, cst.Integer) else None
+
+
+def resolve(ms: ModelSource, cls: str, node: cst.BaseExpression, local: dict[str, Ref]) -> Ref | None:
+    """What `node` names inside a method of `cls` (None: not a module path)."""
+    if isinstance(node, cst.Name):
+        if node.value == "self":
+            return Ref("module", cls, "self")
+        return local.get(node.value)
+    if isinstance(node, cst.Subscript):
+        base = resolve(ms, cls, node.value, local)
+        if base is None or base.kind != "list":
+            return None
+        is_slice = len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice)
+        if is_slice:
+            return base
+        idx = _index(node)
+        acc = f"{base.access}[{idx}]" if base.access is not None and idx is not None else None
+        return Ref("module", base.cls, acc, base.attr, base.owner, via_list=acc is None)
+    if isinstance(node, cst.Attribute):
+        base = resolve(ms, cls, node.value, local)
+        if base is None or base.kind != "module" or base.cls is None:
+            return None
+        a = node.attr.value
+        acc = f"{base.access}.{a}" if base.access is not None else None
+        lin = find_linear(ms, base.cls, a)
+        if lin is not None:
+            return Ref("linear", None, acc, a, lin.cls)
+        child, owner, is_list = find_child(ms, base.cls, a)
+        if child is not None:
+            return Ref("list" if is_list else "module", child, acc, a, owner)
+        if ms.method(base.cls, a) is not None:
+            return Ref("method", base.cls, base.access, a, base.cls, base.via_list)
+        bound = method_targets(ms, base.cls, a)
+        if bound:
+            return Ref("method", base.cls, base.access, bound[0], base.cls, base.via_list)
+        return Ref("unknown", None, acc, a, attr_owner(ms, base.cls, a))
     return None
 
 
+def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
+    """(loop variable, iterated expression) of `for x in it` / `for i, x in enumerate(it)`."""
+    it, target = node.iter, node.target
+    if isinstance(it, cst.Call) and code_of(it.func) == "enumerate" and it.args:
+        it = it.args[0].value
+        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            target = target.elements[1].value
+    return (target.value if isinstance(target, cst.Name) else None), it
+
+
+def _local_binding(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
+    """`name = <expr>` (one target, one name)."""
+    node = s.node
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+        return None
+    small = node.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+            isinstance(small.targets[0].target, cst.Name):
+        return small.targets[0].target.value, small.value
+    return None
+
+
+# ------------------------------------------------------------------------------ the walk
+
+def flatten(ms: ModelSource, root: str, method: str = "forward", *, max_depth: int = 12) -> list[Event]:
+    """The calls one `root.method` runs, in order, descending into known submodules."""
+    out: list[Event] = []
+    _walk_method(ms, root, method, (), out, max_depth, set(), None)
+    return out
+
+
+def _block_stmts(block) -> set[int]:
+    """ids of every statement node inside a block (nested ones included)."""
+    out: set[int] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node) -> None:
+            out.add(id(node))
+
+        def visit_BaseCompoundStatement(self, node) -> None:
+            out.add(id(node))
+
+    if block is not None:
+        for st in getattr(block, "body", []):
+            out.add(id(st))
+            st.visit(V())
+    return out
+
+
+def _dead_branches(ms: ModelSource, cls: str, site, node: cst.If) -> set[int]:
+    """Statements of an if/elif/else chain that cannot run for this instance: the conditions
+    that read only __init__ values, the config, the decode phase or the prefetch switch (on:
+    a branch that runs only with it off never runs a prefetch) decide them."""
+    from .evaluate import static_truth
+
+    skip: set[int] = set()
+    branch: cst.If | cst.Else | None = node
+    decided = False
+    while branch is not None:
+        if decided:
+            skip |= _block_stmts(branch.body)
+        elif isinstance(branch, cst.If):
+            v = static_truth(ms, cls, site, branch.test)
+            if v is True:
+                decided = True          # the later branches never run
+            elif v is False:
+                skip |= _block_stmts(branch.body)
+        if isinstance(branch, cst.Else):
+            break
+        branch = branch.orelse
+    return skip
+
+
+def _kind_by_name(name: str) -> str:
+    low = name.lower()
+    if any(h in low for h in ACT_HINTS):
+        return "act"
+    if "norm" in low:
+        return "norm"
+    return "module"
+
+
+def _walk_method(ms, cls, method, prefix, out, depth, active, site) -> None:
+    m = ms.method(cls, method)
+    key = (cls, method)
+    if m is None or depth <= 0 or key in active:
+        return
+    active = active | {key}
+    dead: set[int] = set()
+    owner = ms.method_owner(cls, method)
+    local: dict[str, Ref] = {}
+    params = {lin.attr: lin for c in bases_chain(ms, cls) for (k, a), lin in ms.linears.items()
+              if k == c and "." not in a}
+    params_seen: set[str] = set()
+    for i, s in enumerate(m.stmts):
+        if id(s.node) in dead:
+            continue
+        if s.header and isinstance(s.node, cst.If):
+            dead |= _dead_branches(ms, cls, site, s.node)
+        if params:   # weights used, not called (fused expert Parameters; `self.q_proj.weight`
+            #          handed to a fused op such as MLAProlog): the first use runs them
+            for a in _param_uses(s, params):
+                if a not in params_seen:
+                    params_seen.add(a)
+                    out.append(Event(prefix + (Hop(owner, method, i, f"self.{a}", s.start,
+                                                   f"self.{a}"),), "linear", params[a].cls, a))
+        if s.header and isinstance(s.node, cst.For):
+            var, it = _loop_var(s.node)
+            r = resolve(ms, cls, it, local)
+            if var and r is not None and r.kind == "list":
+                local[var] = Ref("module", r.cls, None, r.attr, r.owner, via_list=True)
+        bound = _local_binding(s)
+        if bound is not None:
+            r = resolve(ms, cls, bound[1], local)
+            if r is not None and r.kind in ("module", "list", "linear"):
+                local[bound[0]] = r
+            elif r is not None and r.kind == "method":
+                # `fn = self.mla_prolog` / `fn = self.prepare_qkv` in if/else: every one may run
+                prev = local.get(bound[0])
+                alts = (prev.alts if prev is not None and prev.kind == "method" else ()) + (r,)
+                local[bound[0]] = Ref("method", r.cls, r.access, r.attr, r.owner, r.via_list, alts)
+            else:
+                local.pop(bound[0], None)
+        for call in _stmt_calls(s):
+            _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, active,
+                        site)
+
+
+def _param_uses(s: Stmt, params: dict[str, LinearAttr]) -> list[str]:
+    nodes = [s.node] if not s.header else list(s.calls)
+    found: list[str] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            # self.<param> (a fused Parameter), self.<linear>.weight (a weight read directly)
+            inner = node.value
+            if isinstance(inner, cst.Attribute) and node.attr.value == "weight":
+                name = inner.attr.value if isinstance(inner.value, cst.Name) and \
+                    inner.value.value == "self" else None
+                if name in params and not params[name].is_param and name not in found:
+                    found.append(name)
+            elif isinstance(inner, cst.Name) and inner.value == "self" \
+                    and node.attr.value in params and params[node.attr.value].is_param \
+                    and node.attr.value not in found:
+                found.append(node.attr.value)
+
+    for n in nodes:
+        n.visit(V())
+    return found
+
+
+def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, active,
+                site) -> None:
+    text = call_name(call)
+    r = resolve(ms, cls, call.func, local)
+    hop = Hop(owner, method, i, text, s.start, r.access if r is not None else None,
+              bool(r is not None and r.via_list))
+    path = prefix + (hop,)
+    if r is None:
+        name = text.split(".")[-1].lower()
+        kind = "act" if any(h in name for h in ACT_HINTS) else "norm" if "norm" in name else "func"
+        out.append(Event(path, kind, "", text))
+        # a method handed to a function runs there: apply_chunking_to_forward(self.ff_chunk, ..)
+        for a in call.args:
+            ra = resolve(ms, cls, a.value, local)
+            if ra is not None and ra.kind == "method" and ra.cls is not None:
+                apath = prefix + (Hop(owner, method, i, text, s.start, ra.access, ra.via_list),)
+                for alt in ra.alts or (ra,):
+                    _walk_method(ms, alt.cls, alt.attr, apath, out, depth - 1, active,
+                                 site if alt.access == "self" else None)
+        return
+    if r.kind == "linear":
+        out.append(Event(path, "linear", r.owner, r.attr))
+        return
+    if r.kind == "module" and r.cls is not None:
+        kind = "norm" if "norm" in r.cls.lower() else "module"
+        out.append(Event(path, kind, r.owner or cls, r.attr, r.cls))
+        if kind == "module" or _holds_linears(ms, r.cls):
+            # every class the attribute may hold (if/else in __init__); a norm only when it runs
+            # linears of its own (a gated norm), else it stays one light op
+            alts = ms.alternatives.get((r.owner, r.attr), [r.cls])
+            start = len(out)
+            for alt in alts:
+                _walk_method(ms, alt, "forward", path, out, depth - 1, active,
+                             (r.owner, r.attr) if r.owner else None)
+            # weights its forward never names (registered by a quantisation method and read
+            # by it: `layer.w13_weight`) run when the module runs
+            seen = {(e.owner, e.attr) for e in out[start:] if e.kind == "linear"}
+            for alt in alts:
+                for lin in _own_params(ms, alt):
+                    if (lin.cls, lin.attr) not in seen:
+                        seen.add((lin.cls, lin.attr))
+                        out.append(Event(prefix + (Hop(owner, method, i, text, s.start,
+                                                       f"{r.access}.{lin.attr}" if r.access
+                                                       else None, r.via_list),),
+                                         "linear", lin.cls, lin.attr))
+        return
+    if r.kind == "method" and r.cls is not None:
+        if r.access != "self":     # an explicit method of a submodule: self.attn.forward_x(...)
+            out.append(Event(path, "module", r.owner or cls, r.attr, r.cls))
+        for alt in r.alts or (r,):
+            _walk_method(ms, alt.cls, alt.attr, path, out, depth - 1, active,
+                         site if alt.access == "self" else None)
+        return
+    # a module known only by name (ACT2FN[...], a library layer): its fused weights, if any
+    subs = sub_linears(ms, cls if r.access == f"self.{r.attr}" else r.owner, r.attr) \
+        if r.kind == "unknown" else []
+    if subs:
+        for lin in subs:
+            sub = lin.attr[len(r.attr) + 1:]
+            out.append(Event(prefix + (Hop(owner, method, i, text, s.start,
+                                           f"{r.access}.{sub}" if r.access else None),),
+                             "linear", lin.cls, lin.attr))
+        return
+    out.append(Event(path, _kind_by_name(r.attr), r.owner or cls, r.attr))
+
+
 def roots(ms: ModelSource) -> list[str]:
-    """Classes with a forward that no other class instantiates; CausalLM-like ones first."""
+    """Classes with a forward that no other class instantiates; CausalLM-like ones first.
+    Classes of files loaded only because the model imports them are never roots."""
     used = set(ms.children.values())
-    out = [c for c in ms.classes if c not in used and ms.method(c, "forward") is not None]
+    out = [c for c in ms.classes if c not in used and ms.method(c, "forward") is not None
+           and ms.file_of(c) in ms.primary]
     out.sort(key=lambda c: (not c.endswith("ForCausalLM"), -len(flatten(ms, c))))
     return out

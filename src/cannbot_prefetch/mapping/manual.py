@@ -1,23 +1,40 @@
 """Manual mode (seed 003 "手动指定"): `--target CLASS.ATTR` (repeatable) and `--window EXPR`.
 
 `--target LlamaMLP.down_proj` names a linear-like attribute (or a fused expert Parameter) of a
-class in the model source. `--window` names the dependency:
+class in the model source; `CLASS.sub.attr` walks submodules, inherited ones included
+(`LongcatFlashFFN.router.classifier`, `Qwen3MoeSparseMoeBlock.experts.w13_weight`).
+`--window` names the dependency:
   - a module call before the target (`post_attention_layernorm`, `self.o_proj`,
     `LlamaAttention.o_proj`): a light op's input (3b) or a MatMul's output (3a) starts the window;
+    a module that runs after the target in the same layer (`LlamaMLP.down_proj` for the attention's
+    `q_proj`) makes it a cross-layer site: the next layer's weight, after this layer's module;
   - otherwise a local value (`hidden_states`): the prefetch goes right before the call that
     runs the target, in the deepest method where that value is defined, depending on it.
-Without `--window`, the nearest dependency the rewriter accepts as legal is used (for a down
-projection, the MLP's input).
+Without `--window`, the nearest dependency apply accepts is used (for a down projection, the
+MLP's input).
+
+A target that is not in the source, or malformed, is bad input (exit 2). A target that exists but
+cannot be planned (never run by the forward pass, shape not evaluable, no insertion apply would
+accept) raises `Unplaceable`, which the planner turns into a rejection with the reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InputError, SourceError
 from ..plan import Insert, Join
-from .place import Placement, nearest_legal, place, weight_expr
+from .flatten import bases_chain, find_child, find_linear, flatten, sub_linears
+from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr
 from .source import Event, LinearAttr, ModelSource
+
+
+class Unplaceable(Exception):
+    """The target exists, but no site can be planned for it (the reason says why)."""
+
+    def __init__(self, target: str, reason: str, code: str = "unmapped"):
+        super().__init__(f"--target {target}: {reason}")
+        self.target, self.reason, self.code = target, reason, code
 
 
 @dataclass(frozen=True)
@@ -26,76 +43,136 @@ class ManualTarget:
     attr: str
     lin: LinearAttr
     t_idx: int
+    events: tuple[Event, ...]      # the forward pass (of the root that runs the target)
+    text: str = ""                 # as the user wrote it
 
 
-def parse_target(text: str, ms: ModelSource, events: list[Event]) -> ManualTarget:
+def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
+    """(class named first, the linear) for CLASS.ATTR / CLASS.sub.attr; SourceError if absent."""
     if "." not in text:
         raise InputError(f"--target must be CLASS.ATTR (e.g. LlamaMLP.down_proj), not {text!r}")
     cls, attr = text.split(".", 1)
-    where = ", ".join(ms.files)
+    where = ", ".join(sorted(ms.primary)) or ", ".join(ms.files)
     if cls not in ms.classes:
         raise SourceError(f"--target {text}: class {cls} is not defined in the model source",
                           path=where)
-    # CLASS.sub.attr: walk submodules
     parts = attr.split(".")
     owner = cls
-    for p in parts[:-1]:
-        child = ms.children.get((owner, p))
+    for k, p in enumerate(parts[:-1]):
+        lin = find_linear(ms, owner, ".".join(parts[k:]))
+        if lin is None:           # a library layer known by its weights: experts.w13_weight
+            lin = next((x for x in sub_linears(ms, owner, p) if x.attr == ".".join(parts[k:])), None)
+        if lin is not None:
+            return cls, lin
+        child, _, _ = find_child(ms, owner, p)
         if child is None:
-            raise SourceError(f"--target {text}: {owner} has no submodule '{p}'", path=where)
+            raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
+                              f"its base classes)", path=ms.file_of(owner))
         owner = child
-    leaf = parts[-1]
-    lin = ms.linears.get((owner, leaf))
+    lin = find_linear(ms, owner, parts[-1])
     if lin is None:
+        known = sorted({a for c in bases_chain(ms, owner) for (k, a) in ms.linears if k == c})
         info = ms.classes[owner][1]
-        what = "is not a linear-like attribute" if leaf in info.attrs else "does not exist"
-        raise SourceError(f"--target {text}: attribute '{leaf}' of {owner} {what} "
-                          f"(linear-like attributes: "
-                          f"{', '.join(a for (c, a) in ms.linears if c == owner) or 'none'})",
+        what = "is not a linear-like attribute" if parts[-1] in info.attrs else "does not exist"
+        raise SourceError(f"--target {text}: attribute '{parts[-1]}' of {owner} {what} "
+                          f"(linear-like attributes: {', '.join(known) or 'none'})",
                           path=ms.file_of(owner))
+    return cls, lin
+
+
+def parse_target(text: str, ms: ModelSource, roots: list[str],
+                 events_of=None) -> ManualTarget:
+    """The target and where the forward pass runs it (the first root class that does)."""
+    cls, lin = _lookup(ms, text)
     if lin.dims is None:
-        raise InputError(f"--target {text}: weight shape unknown: {lin.error}",
-                         path=ms.config_path or None)
-    idx = next((i for i, e in enumerate(events) if e.kind == "linear" and e.owner == owner
-                and e.attr == leaf), None)
-    if idx is None:
-        raise SourceError(f"--target {text}: {owner}.{leaf} is never run by the forward pass of "
-                          f"the model's root class", path=ms.file_of(owner))
-    return ManualTarget(owner, leaf, lin, idx)
+        raise Unplaceable(text, f"weight shape unknown: {lin.error}", "shape_unknown")
+    events_of = events_of or (lambda r: flatten(ms, r))
+    fallback = None
+    for root in roots:
+        events = events_of(root)
+        hits = [i for i, e in enumerate(events) if e.kind == "linear"
+                and (e.owner, e.attr) == (lin.cls, lin.attr)]
+        # CLASS.sub.attr: the calls made through CLASS itself (a subclass's own forward, in
+        # whichever model class runs it) before any other call of the same weight
+        own = [i for i in hits if any(h.cls == cls or (k + 1 < len(events[i].path) and
+                                                       events[i].path[k + 1].cls == cls)
+                                      for k, h in enumerate(events[i].path))]
+        if own:
+            return ManualTarget(lin.cls, lin.attr, lin, own[0], tuple(events), text)
+        if hits and fallback is None:
+            fallback = ManualTarget(lin.cls, lin.attr, lin, hits[0], tuple(events), text)
+    if fallback is not None:
+        return fallback
+    raise Unplaceable(text, f"{lin.qualname} is never run by the forward pass of "
+                            f"{' / '.join(roots[:3]) or 'any root class'} (no call path reaches it)")
 
 
-def place_manual(ms: ModelSource, events: list[Event], t: ManualTarget, window: str | None,
-                 accept) -> Placement:
-    """Placement for a manual target; InputError when `--window` cannot be used."""
+def _after_in_layer(events: list[Event], t_idx: int, calls: list[int]) -> list[int]:
+    """Windows after the target (cross-layer), best first: those that meet the target in the
+    deepest method (the same branch of the layer's forward), the last the layer runs first."""
+    from .place import common_depth
+
+    after = [i for i in calls if i > t_idx]
+    return sorted(after, key=lambda i: (-common_depth(events[t_idx].path, events[i].path), -i))
+
+
+def settle(pl: Placement, lin: LinearAttr, accept) -> Placement | str:
+    """The placement with the first join apply accepts (the end of the method holding the
+    prefetch, else after the call that runs it in each caller outwards); apply's reason if none."""
+    first = None
+    for j in join_candidates(pl):
+        cand = replace(pl, join=j)
+        problem = accept(cand, lin)
+        if problem is None:
+            return cand
+        first = first or problem
+    return first or "no join point"
+
+
+def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -> Placement:
+    """Placement for a manual target: InputError when `--window` names nothing usable,
+    Unplaceable when apply would refuse every insertion."""
+    events = list(t.events)
+    text = t.text or f"{t.cls}.{t.attr}"
+    check = lambda p: settle(p, t.lin, accept)  # noqa: E731
     if not window:
-        pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=lambda p: accept(p, t.lin))
+        pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=check)
         if isinstance(pl, str):
-            raise SourceError(f"--target {t.cls}.{t.attr}: no legal dependency: {pl}",
-                              path=t.lin.file)
+            raise Unplaceable(text, f"no legal dependency: {pl}")
         return pl
     w = window.strip()
     name = w.split(".")[-1]
     scoped_cls = w.split(".")[0] if w.count(".") == 1 and not w.startswith("self.") else None
-    calls = [i for i in range(t.t_idx - 1, -1, -1)
-             if events[i].attr == name and (scoped_cls is None or events[i].owner == scoped_cls)]
-    if calls and (w.startswith("self.") or scoped_cls or "." not in w):
-        w_idx = calls[0]
-        start = "output" if events[w_idx].kind == "linear" else "input"
-        pl = place(ms, events, t.t_idx, w_idx, start, t.lin)
-        if isinstance(pl, str):
-            raise InputError(f"--window {window}: {pl}")
-        problem = accept(pl, t.lin)
-        if problem:
-            raise InputError(f"--window {window}: the rewriter refuses it: {problem}")
-        return pl
+    if w.startswith("self.") or scoped_cls or "." not in w:
+        calls = [i for i in range(len(events)) if i != t.t_idx and events[i].attr == name
+                 and (scoped_cls is None or events[i].owner == scoped_cls
+                      or events[i].child == scoped_cls)]
+        before = [i for i in calls if i < t.t_idx][::-1]        # nearest first
+        order = before if before else _after_in_layer(events, t.t_idx, calls)
+        first = None
+        for w_idx in order:
+            start = "output" if events[w_idx].kind == "linear" else "input"
+            cands = place_all(ms, events, t.t_idx, w_idx, start, t.lin,
+                              text.split(".", 1)[0])
+            if isinstance(cands, str):
+                first = first or cands
+                continue
+            for pl in cands:
+                got = check(pl)
+                if not isinstance(got, str):
+                    return got
+                first = first or f"apply would refuse it: {got}"
+        if order:
+            raise Unplaceable(text, f"--window {window}: {first}")
     # a local value: deepest method on the target's path that has it before the target's call
     path = events[t.t_idx].path
+    head = w.split(".")[0]
+    refused = None
     for d in range(len(path) - 1, -1, -1):
         h = path[d]
         m = ms.method(h.cls, h.method)
-        if m is None:
+        if m is None or ms.file_of(h.cls) not in ms.primary:
             continue
-        head = w.split(".")[0]
         defined = head in m.params or any(head in s.defs for s in m.stmts[:h.stmt])
         if not defined:
             continue
@@ -104,12 +181,15 @@ def place_manual(ms: ModelSource, events: list[Event], t: ManualTarget, window: 
             continue
         pl = Placement(Insert(h.cls, h.method, h.call, "before"), w, wexpr,
                        Join(h.cls, h.method, "end"), ms.file_of(h.cls), "manual",
-                       f"--window {w}: before {h.call} in {h.cls}.{h.method}", stmt=h.stmt)
-        problem = accept(pl, t.lin)
-        if problem:
-            raise InputError(f"--window {window}: the rewriter refuses it: {problem}")
-        return pl
-    raise InputError(f"--window {window}: neither a module called before {t.cls}.{t.attr} nor a "
+                       f"--window {w}: before {h.call} in {h.cls}.{h.method}",
+                       callers=tuple(path[:d + 1]), anchor_line=h.line, stmt=h.stmt)
+        got = check(pl)
+        if not isinstance(got, str):
+            return got
+        refused = refused or got          # an outer level may hold it legally
+    if refused:
+        raise Unplaceable(text, f"--window {window}: apply would refuse it: {refused}")
+    raise InputError(f"--window {window}: neither a module called before {text} nor a "
                      f"value defined on its call path")
 
 

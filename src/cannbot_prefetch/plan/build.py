@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import reasons
-from ..errors import InputError
-from ..mapping import Mapped, Mapper
-from ..mapping.manual import overlapped, parse_target, place_manual
+from ..errors import InputError, SourceError
+from ..mapping import Mapped, Mapper, target_ref
+from ..mapping.manual import Unplaceable, overlapped, parse_target, place_manual
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
@@ -55,7 +55,7 @@ class PlanOptions:
     moe_tp: int = 1
     experts_per_rank: int | None = None
     targets: tuple[str, ...] = ()          # manual mode: CLASS.ATTR ...
-    window: str | None = None              # manual mode: the dependency
+    window: str | tuple[str, ...] | None = None   # manual mode: the dependency (one per target)
     dtype: str | None = None               # manual sizes: bf16 | fp16 | int8 (default: config's)
     mode: str | None = None                # eager | ge_graph | npugraph_ex
     max_sites: int | None = None
@@ -109,14 +109,15 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         hw = resolve(None, profile_info)
     cfg, cfg_path = _config(config, model_src)
     ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
-    mapper = Mapper(ms, parse_src_map(opts.src_map))
+    ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
+    mapper = Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode)
     notes: list[str] = []
     rejections: list[Rejection] = []
     views: list[tuple[Candidate | None, Mapped, Sized]] = []
     signatures: list[Any] = []
     if opts.targets:
-        manual = _manual(ms, mapper, roofline, hw, opts, cfg, notes)
-        views = manual
+        views, manual_rej = _manual(ms, mapper, roofline, hw, opts, cfg, notes)
+        rejections += manual_rej
         mode = "manual"
     else:
         if roofline is None:
@@ -153,7 +154,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         mode = "auto"
     planned, listed, more_rej = _select(views, hw, opts, cfg)
     rejections += more_rej
-    sites = tuple(_site(c, m, s, opts, hw) for c, m, s in planned)
+    sites = _unique_ids(tuple(_site(c, m, s, opts, hw) for c, m, s in planned))
     plan = Plan(
         sites=sites, mode=opts.mode,
         switch=Switch(pol["plan"].get("switch_name", "enable_prefetch"), False, opts.config_path),
@@ -233,17 +234,23 @@ def _config(config, model_src) -> tuple[dict[str, Any], str]:
     return load_config(config)
 
 
-def _dtype_bytes(opts: PlanOptions, cfg: dict[str, Any], target: TargetSig | None) -> float:
+def _dtype_bytes(opts: PlanOptions, cfg: dict[str, Any], target: TargetSig | None,
+                 lin=None) -> float:
+    """Bytes per weight element: the profile's operand dtype; else the dtype the parameter is
+    declared with in the source (`params_dtype=torch.float32` routers); else --dtype; else the
+    config's dtype; else bf16."""
     if target is not None and target.dtypes:
         parts = target.dtypes.split(";")
         from ..roofline.shapes import dtype_bytes
         b = dtype_bytes(parts[1] if len(parts) > 1 and parts[1] else parts[0])
         if b:
             return float(b)
+    if lin is not None and getattr(lin, "dtype_bytes", None):
+        return float(lin.dtype_bytes)
     name = (opts.dtype or cfg.get("torch_dtype") or cfg.get("dtype") or "bf16")
     b = DTYPE_BYTES.get(str(name).lower().replace("torch.", ""))
     if b is None:
-        raise InputError(f"--dtype must be bf16, fp16 or int8, not {name!r}")
+        raise InputError(f"--dtype must be bf16, fp16, int8 or fp32, not {name!r}")
     return float(b)
 
 
@@ -261,7 +268,7 @@ def _weight(m: Mapped, b: float, cfg: dict[str, Any], opts: PlanOptions) -> Weig
 def _size(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_flight: int,
           cfg: dict[str, Any] | None = None) -> Sized:
     t = cand.target if cand else None
-    b = _dtype_bytes(opts, cfg or {}, t)
+    b = _dtype_bytes(opts, cfg or {}, t, m.target)
     w = _weight(m, b, cfg or {}, opts)
     if cand is None:
         return size_site(w, WindowTime(None), None, hw, in_flight=in_flight,
@@ -329,7 +336,10 @@ def _select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
     seen: set[str] = set()
     keep, listed, rej = [], [], []
     for c, m, s in ranked:
-        q = m.target.qualname
+        # one site per attribute; in manual mode per attribute and placement (the same class in
+        # two layer stacks, each named by the user, is two sites)
+        q = m.target.qualname if c is not None or m.method != "manual" else \
+            (m.target.qualname, m.placement.insert, m.placement.weight_expr)
         if q in seen:
             listed.append(((c, m, s), "another call site of the same attribute ranks higher"))
             continue
@@ -376,7 +386,19 @@ def _rej(c: Candidate | None, m: Mapped, code: str, why: str) -> Rejection:
 
 
 def _site_id(m: Mapped) -> str:
-    return re.sub(r"[^A-Za-z0-9_]+", "-", f"{m.target.cls}-{m.target.attr}").lower()
+    name = target_ref(m.placement, m.target)
+    return re.sub(r"[^A-Za-z0-9_]+", "-", f"{name.cls}-{name.attr}").lower().strip("-")
+
+
+def _unique_ids(sites: tuple[Site, ...]) -> tuple[Site, ...]:
+    """Two manual targets on one attribute (the router of two layer stacks) are two sites."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in sites:
+        n = seen.get(s.id, 0) + 1
+        seen[s.id] = n
+        out.append(s if n == 1 else replace(s, id=f"{s.id}-{n}"))
+    return tuple(out)
 
 
 def _rel(path: str, out_dir: str | None) -> str:
@@ -410,7 +432,7 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
                        "placed_by": m.precedes_by},
         })
     else:
-        ev["window"] = {"shift": pl.shift, "manual": opts.window or "(nearest legal dependency)"}
+        ev["window"] = {"shift": pl.shift, "manual": m.window_call or "(nearest legal dependency)"}
         if m.signature:   # so `report` finds the target's kernels in this profile
             ev["signature"] = dict(m.signature)
     if s.gain_inputs is not None:   # the benefit inputs, as gain.inputs_of reads them back
@@ -425,17 +447,21 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
     if notes:
         ev["notes"] = notes
     mapping = "manual" if c is None else m.method
+    name = target_ref(pl, m.target)      # seen from the class apply edits when the weight's
+    tcls, tattr = name.cls, name.attr     # own class lives in another file
     return Site(
         id=_site_id(m),
-        target=Target(_rel(m.target.file, opts.out_dir), m.target.cls, m.target.attr,
-                      pl.weight_expr, pl.scope),
+        target=Target(_rel(pl.file, opts.out_dir), tcls, tattr, pl.weight_expr, pl.scope),
         insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=int(s.max_size),
         basis=s.basis, ladder=s.ladder, mapping=mapping, evidence=ev, saving_us=s.saving_us,
-        source_sha256=sha256_file(m.target.file), max_tokens=opts.max_tokens)
+        source_sha256=sha256_file(pl.file), max_tokens=opts.max_tokens)
 
 
 def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cfg, notes):
+    """Each --target planned, or rejected with apply's / the mapping's reason (all of them
+    rejected: the first reason is an error, exit 2)."""
     out = []
+    rejected: list[tuple[Unplaceable, str]] = []
     windows_by_attr: dict[str, Candidate] = {}
     if roofline is not None:
         notes.append("manual mode with a profile: windows measured where the target's shape "
@@ -448,23 +474,49 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
             if not isinstance(got, str):
                 e = mapper.events[got[0]]
                 windows_by_attr.setdefault(f"{e.owner}.{e.attr}", c)
-    for text in opts.targets:
-        t = parse_target(text, ms, mapper.events)
-        pl = place_manual(ms, mapper.events, t, opts.window, mapper.accept)
-        b = _dtype_bytes(opts, cfg, None)
+    windows = _windows(opts)
+    for text, window in zip(opts.targets, windows):
+        try:
+            t = parse_target(text, ms, mapper.roots, mapper.events_of)
+            pl = place_manual(ms, t, window, mapper.accept)
+        except Unplaceable as exc:
+            rejected.append((exc, text))
+            continue
+        b = _dtype_bytes(opts, cfg, None, t.lin)
         role = role_of(t.attr, t.lin, "", b)
         cand = windows_by_attr.get(t.lin.qualname)
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
         m_notes = [pl.note] if pl.note else []
-        heavy = overlapped(ms, mapper.events, pl, t.t_idx)
+        heavy = overlapped(ms, list(t.events), pl, t.t_idx)
         if heavy:
             names = ", ".join(f"{e.owner}.{e.attr}" for e in heavy[:6])
             m_notes.append(f"risk: the prefetch starts before {names} ({len(heavy)} MatMul call(s) "
                            f"before the target): it overlaps them and shares their HBM traffic"
                            + ("" if cand else "; without a profile their cost is unknown"))
-        m = Mapped(t.lin, pl, "manual", role, "", tuple(m_notes), signature=sig)
+        m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig)
         out.append((cand, m, _size(m, cand, hw, opts, 1, cfg)))
-    return out
+    if rejected and not out:
+        exc = rejected[0][0]
+        raise (InputError if exc.code == "shape_unknown" else SourceError)(
+            str(exc), path=(ms.config_path or None) if exc.code == "shape_unknown"
+            else ", ".join(sorted(ms.primary)))
+    rej = [Rejection(text, reasons.SHAPE_UNKNOWN if exc.code == "shape_unknown"
+                     else reasons.UNMAPPED, str(exc), site=text) for exc, text in rejected]
+    return out, rej
+
+
+def _windows(opts: PlanOptions) -> list[str | None]:
+    """--window once for every --target, or once per --target in the same order."""
+    w = opts.window
+    n = len(opts.targets)
+    if w is None or isinstance(w, str):
+        return [w] * n
+    if len(w) == 1:
+        return list(w) * n
+    if len(w) != n:
+        raise InputError(f"--window is given {len(w)} times for {n} --target(s): give it once for "
+                         f"all, or once per --target in the same order")
+    return list(w)
 
 
 def _signature_of(roofline, lin) -> dict[str, Any] | None:

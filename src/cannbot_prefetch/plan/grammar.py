@@ -34,6 +34,51 @@ def is_dotted(text: object, min_parts: int = 1) -> bool:
     return min_parts <= len(parts) <= MAX_PATH_PARTS and all(is_identifier(p) for p in parts)
 
 
+_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]{1,9}|[A-Za-z_][A-Za-z0-9_]*)\]")
+
+
+def access_steps(text: object, names_in_index: bool = False) -> list[str | int] | None:
+    """`self.mlps[0].down_proj` -> ["self", "mlps", 0, "down_proj"]: identifiers joined by '.'
+    with integer indices of module lists (`names_in_index`: `self.layers[i]` too, for anchors
+    that are only matched against the source, never written into it); None otherwise."""
+    if not isinstance(text, str):
+        return None
+    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text)
+    if m is None or not is_identifier(m.group(0)):
+        return None
+    steps: list[str | int] = [m.group(0)]
+    pos = m.end()
+    while pos < len(text):
+        st = _STEP.match(text, pos)
+        if st is None:
+            return None
+        if st.group(1) is not None:
+            if not is_identifier(st.group(1)):
+                return None
+            steps.append(st.group(1))
+        elif st.group(2).isdigit():
+            steps.append(int(st.group(2)))
+        elif names_in_index and is_identifier(st.group(2)):
+            steps.append(st.group(2))
+        else:
+            return None
+        pos = st.end()
+    return steps if len(steps) <= MAX_PATH_PARTS else None
+
+
+def is_access_path(text: object, min_parts: int = 1) -> bool:
+    """`self.mlp.gate_proj.weight`, `self.mlps[0].down_proj.weight`: a dotted name whose steps
+    may also index a module list by an integer."""
+    steps = access_steps(text)
+    return steps is not None and len(steps) >= min_parts
+
+
+def is_anchor(text: object) -> bool:
+    """A call as the source writes it: an access path, indices by integer or by a local name
+    (`self.layers[i]`, `self.self_attn[0].forward_absorb`, `decoder_layer`)."""
+    return access_steps(text, names_in_index=True) is not None
+
+
 def is_site_id(text: object) -> bool:
     return isinstance(text, str) and bool(SITE_ID.match(text)) and text not in RESERVED_TAGS
 
@@ -50,7 +95,7 @@ def is_join_where(text: object) -> bool:
     if not isinstance(text, str):
         return False
     kind, call = split_where(text)
-    return kind == "end" or (kind in ("before", "after") and is_dotted(call))
+    return kind == "end" or (kind in ("before", "after") and is_anchor(call))
 
 
 # field -> (check, what it must be): the fields that reach code
@@ -60,12 +105,15 @@ RULES = {
     "id": (is_site_id, "lowercase letters, digits, '_', '.', '-' (not import/switch/join/"
                        "next-layer)"),
     "target.class": _IDENT_RULE,
-    "target.attr": _DOTTED,
-    "target.weight_expr": (lambda t: is_dotted(t, 2), "an attribute path such as "
-                                                     "self.mlp.gate_proj.weight"),
+    "target.attr": (is_access_path, "a dotted name (identifiers joined by '.', integer "
+                                    "indices allowed: mlps[0].down_proj)"),
+    "target.weight_expr": (lambda t: is_access_path(t, 2), "an attribute path such as "
+                                                          "self.mlp.gate_proj.weight or "
+                                                          "self.mlps[0].down_proj.weight"),
     "insert.class": _IDENT_RULE,
     "insert.method": _IDENT_RULE,
-    "insert.anchor_call": _DOTTED,
+    "insert.anchor_call": (is_anchor, "a call as the source writes it: identifiers joined by "
+                                      "'.', module-list indices allowed (self.mlps[0])"),
     "dependency.expr": (is_dotted, "a local name or an attribute path (no calls, operators, "
                                    "comments or line breaks)"),
     "guard.expr": (is_dotted, "a local name or an attribute path"),

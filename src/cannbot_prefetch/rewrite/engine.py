@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from ..legality import MISSING, Location, Placement, Problem, locate
+from ..legality import MISSING, UNSAFE, Location, Placement, Problem, TargetRef, locate
 from ..plan import Site, Switch, grammar
-from ..pysource import (ClassInfo, Method, SourceView, Stmt, code_of, dotted, parse_view,
-                        source_lines)
+from ..pysource import (ClassInfo, Method, SourceView, Stmt, call_name, code_of, dotted,
+                        parse_view, source_lines)
 
 MARKER = "# cannbot-prefetch: "
 ALIAS = "_cbp"
@@ -177,11 +177,17 @@ def strip_yaml_markers(text: str) -> str:
 # ---------------------------------------------------------------- code built as nodes
 
 def _path(dotted_name: str) -> cst.BaseExpression:
-    """`self.mlp.gate_proj.weight` as Name/Attribute nodes (the text passed grammar.is_dotted)."""
-    parts = dotted_name.split(".")
-    node: cst.BaseExpression = cst.Name(parts[0])
-    for p in parts[1:]:
-        node = cst.Attribute(value=node, attr=cst.Name(p))
+    """`self.mlps[0].gate_proj.weight` as Name/Attribute/Subscript nodes (the text passed
+    grammar.is_access_path: identifiers and integer indices only)."""
+    steps = grammar.access_steps(dotted_name)
+    if steps is None:
+        raise ValueError(f"not an attribute path: {dotted_name!r}")
+    node: cst.BaseExpression = cst.Name(steps[0])
+    for st in steps[1:]:
+        if isinstance(st, int):
+            node = cst.Subscript(value=node, slice=[cst.SubscriptElement(cst.Index(_int(st)))])
+        else:
+            node = cst.Attribute(value=node, attr=cst.Name(st))
     return node
 
 
@@ -300,15 +306,15 @@ def _switch_lines(cls: ClassInfo, switch: Switch) -> tuple[int, str, str] | None
 def _stmt_with_call(method: Method, call: str) -> Stmt | None:
     for s in method.stmts:
         for c in s.calls:
-            d = dotted(c.func)
-            if d is not None and (d == call or d == call + ".forward"):
+            d = call_name(c)
+            if d == call or d == call + ".forward":
                 return s if s.in_block else None
     return None
 
 
 def _runs_module(call: cst.Call) -> bool:
     """A call that may run a module's weights (self.<x>(...), or self.<...> passed in)."""
-    d = dotted(call.func) or ""
+    d = call_name(call)
     if d.startswith("self."):
         return True
     return any(code_of(a.value).startswith("self.") for a in call.args)
@@ -338,7 +344,7 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
             out.append((m.end + 1, m.body_indent, code))
         return out
     kind, call = grammar.split_where(where)
-    if kind not in ("before", "after") or not grammar.is_dotted(call):
+    if kind not in ("before", "after") or not grammar.is_anchor(call):
         return f"join.where '{where}' must be end, before:<call> or after:<call>"
     s = _stmt_with_call(m, call)
     if s is None:
@@ -350,12 +356,61 @@ def _join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
     return [(s.start if kind == "before" else s.end + 1, s.indent, code)]
 
 
-def _link_lines(view: SourceView) -> tuple[int, str, str] | None:
-    if not view.layers_assignments:
-        return None
-    _, s = view.layers_assignments[0]
-    return s.end + 1, s.indent, _render(cst.Expr(_call(f"{ALIAS}.link_next_layers",
-                                                        _path("self.layers"))))
+def _is_a(view: SourceView, cls: str, goal: str) -> bool:
+    seen, todo = set(), [cls]
+    while todo:
+        c = todo.pop()
+        if c == goal:
+            return True
+        if c not in seen:
+            seen.add(c)
+            todo.extend(view.class_bases.get(c, []))
+    return False
+
+
+def _path_to(view: SourceView, start: str, goal: str, depth: int = 3) -> str | None:
+    """The attribute path from a module of class `start` to its submodule of class `goal`
+    ("" when it is one), from the constructors its __init__ calls (base classes included)."""
+    todo = [(start, "")]
+    for _ in range(depth + 1):
+        nxt = []
+        for cls, path in todo:
+            if _is_a(view, cls, goal):
+                return path
+            chain = [cls]
+            while view.class_bases.get(chain[-1]):
+                b = view.class_bases[chain[-1]][0]
+                if b in chain:
+                    break
+                chain.append(b)
+            for c in chain:
+                for attr, ctors in view.module_attrs.get(c, {}).items():
+                    nxt += [(k, f"{path}.{attr}" if path else attr) for k in ctors
+                            if k in view.class_bases]
+        todo = nxt
+    return None
+
+
+def _link_lines(view: SourceView, insert_cls: str) -> tuple[int, str, str] | None:
+    """Where the decoder stack is built (`self.layers = nn.ModuleList(...)`, or any module list
+    whose elements hold `insert_cls`): each layer's `insert_cls` module gets a plain reference to
+    its twin in the next layer (`next_layer`, None on the last layer), so a prefetch there can
+    name the next layer's weight and is skipped on the last one."""
+    for ml in view.module_lists:
+        for el in ml.elements:
+            path = _path_to(view, el, insert_cls)
+            if path is None or not (grammar.is_identifier(ml.attr) and (
+                    not path or grammar.is_dotted(path))):
+                continue
+            items: cst.BaseExpression = _path(f"self.{ml.attr}")
+            if ml.is_dict:
+                items = _call(f"self.{ml.attr}.values")
+            arg = items if not path else cst.ListComp(
+                elt=_path(f"_m.{path}"),
+                for_in=cst.CompFor(target=cst.Name("_m"), iter=items))
+            return ml.last_line + 1, ml.indent, _render(cst.Expr(
+                cst.Call(func=_path(f"{ALIAS}.link_next_layers"), args=[cst.Arg(arg)])))
+    return None
 
 
 def _import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int, str, str]]:
@@ -374,6 +429,47 @@ def _import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int
 
 
 # ---------------------------------------------------------------- the rewrite
+
+def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str = "eager",
+               switch: Switch | None = None) -> Location | Problem:
+    """Every check apply makes for one site, in one place, so analyze asks the same question
+    before it plans (one truth): legality.py's rule (where the call goes, the dependency's flow),
+    no hand-written prefetch of the same weight there, a layer stack to link for a next-layer
+    weight, and a safe join for the side stream (eager / npugraph_ex)."""
+    switch = switch or Switch()
+    res = locate(view, pl, target)
+    if isinstance(res, Problem):
+        return res
+    where = f"{res.cls.name}.{res.method.name}"
+    dup = next(((ln, c) for ln, w, c in view.prefetch_calls
+                if w == where and pl.weight_expr in c), None)
+    if dup is not None:
+        return Problem(UNSAFE, f"already prefetched by code the tool did not write "
+                               f"(line {dup[0]}: {dup[1]})")
+    if pl.weight_expr.startswith("self.next_layer.") and _link_lines(view, pl.insert.cls) is None:
+        return Problem(UNSAFE, f"next-layer prefetch needs the module list that builds the layers "
+                               f"(holding {pl.insert.cls}) in this file, to link each layer to "
+                               f"the next")
+    if mode in SIDE_STREAM_MODES:
+        j = pl.join
+        lines = _join_lines(view, j.cls, j.method, j.where, switch)
+        if isinstance(lines, str):
+            return Problem(MISSING if " is not defined in this file" in lines else UNSAFE, lines)
+    return res
+
+
+def site_problem(code: str, pl: Placement, target: TargetRef, *, mode: str = "eager",
+                 switch: Switch | None = None) -> str | None:
+    """None when apply would insert this placement into `code`, else apply's reason."""
+    try:
+        view = parse_view(strip_markers(split_bom(code)[1]),
+                          {target.cls, pl.insert.cls, pl.join.cls})
+    except cst.ParserSyntaxError as exc:
+        return f"the file does not parse: {str(exc).splitlines()[0]}"
+    res = check_site(view, pl, target, mode=mode, switch=switch)
+    return res.message if isinstance(res, Problem) else None
+
+
 
 def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str = "eager",
                    switch: Switch | None = None, helper_module: str | None = None) -> RewriteOutput:
@@ -400,7 +496,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     errors: list[tuple[str, str]] = []
     placements: list[tuple[Site, Location]] = []
     for site in sites:
-        res = locate(view, Placement.of_site(site), site.target)
+        res = check_site(view, Placement.of_site(site), site.target, mode=mode, switch=switch)
         if isinstance(res, Problem):
             if res.kind == MISSING:
                 errors.append((site.id, res.message))
@@ -411,42 +507,19 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if gone:
             errors.append((site.id, gone))
             continue
-        dup = next((e for e in out.existing if e.where == f"{res.cls.name}.{res.method.name}"
-                    and site.target.weight_expr in e.code), None)
-        if dup is not None:
-            out.refused.append(Refusal(site.id, f"already prefetched by code the tool did not write "
-                                                f"(line {dup.line}: {dup.code})"))
-            continue
-        if site.target.weight_expr.startswith("self.next_layer.") and not view.layers_assignments:
-            out.refused.append(Refusal(site.id, "next-layer prefetch needs the model's "
-                                                "`self.layers = ...` in this file to link the layers"))
-            continue
         placements.append((site, res))
     if errors:
         raise SiteErrors(errors)
     for e in out.existing:
         out.notes.append(f"line {e.line}: existing npu_prefetch call in {e.where} "
                          f"(not written by cannbot-prefetch; left as it is): {e.code}")
-    # the side-stream joins, first: a site whose join has no safe place is refused
     joins: dict[tuple[str, str, str], list[tuple[int, str, str]] | str] = {}
-    if mode in SIDE_STREAM_MODES:
-        kept = []
-        for site, loc in placements:
+    if mode in SIDE_STREAM_MODES:      # check_site made sure each join has a safe place
+        for site, _ in placements:
             j = site.join
             key = (j.cls, j.method, j.where)
             if key not in joins:
                 joins[key] = _join_lines(view, j.cls, j.method, j.where, switch)
-            found = joins[key]
-            if isinstance(found, str):
-                if " is not defined in this file" in found:
-                    errors.append((site.id, found))
-                else:
-                    out.refused.append(Refusal(site.id, found))
-            else:
-                kept.append((site, loc))
-        placements = kept
-    if errors:
-        raise SiteErrors(errors)
     if not placements:
         out.code = bom + base
         return out
@@ -472,9 +545,13 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if sw is not None:
             add(sw[0], 1, sw[1], sw[2], SWITCH_TAG)
 
-    if any(site.target.weight_expr.startswith("self.next_layer.") for site, _ in placements):
-        link = _link_lines(view)
-        add(link[0], 2, link[1], link[2], LINK_TAG)
+    linked: set[str] = set()
+    for site, _ in placements:
+        if site.target.weight_expr.startswith("self.next_layer.") and \
+                site.insert.cls not in linked:
+            linked.add(site.insert.cls)
+            link = _link_lines(view, site.insert.cls)
+            add(link[0], 2, link[1], link[2], LINK_TAG)
     for site, loc in placements:
         thread(loc.cls)
         add(loc.line, 3, loc.indent, _site_line(site, loc, switch), site.id)

@@ -1,0 +1,464 @@
+"""Sweep: plan and apply prefetches on every installed transformers decoder family, then run them.
+
+Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py` that defines a
+`*ForCausalLM` class:
+
+1. build a tiny random model from the family's own config class (defaults, made small);
+2. list, from the *built* model (not from the tool), every linear of the decoder layers that a
+   forward pass runs (nn.Linear / Conv1D modules seen by forward hooks, fused 3-D expert
+   Parameters, 2-D router Parameters), each as `OwnerClass.attr`;
+3. `analyze --model-src <tmp copy> --model-config <its config.json> --target ...` (manual mode)
+   with all of them, then `apply --write --yes` on the tmp copy;
+4. load the rewritten file under the package's own module name, load the reference weights and
+   check: logits bit-identical with the switch off; with it on, under a recording `torch_npu`
+   stub, every planned weight reaches `npu_prefetch` and the logits are unchanged.
+
+A family passes when every target is planned, applied and verified. Each target the tool does not
+plan is printed with the tool's reason; disagreements between analyze and apply are failures.
+
+    nice -n 10 .venv/bin/python benchmarks/corpus_sweep.py [--families llama,qwen3] \
+        [--timeout 240] [--json sweep.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import importlib.util
+import json
+import multiprocessing as mp
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+SMALL = {"vocab_size": 256, "max_position_embeddings": 256}
+LAYERS = 2
+KEEP = False      # --keep: leave each family's tmp folder (plan, rewritten file) for inspection
+
+
+def transformers_models() -> Path:
+    spec = importlib.util.find_spec("transformers")
+    return Path(spec.origin).parent / "models"
+
+
+def families(only: set[str] | None) -> list[tuple[str, Path, list[str]]]:
+    """(family, modeling file, ForCausalLM class names) for each file that defines one."""
+    out = []
+    for f in sorted(transformers_models().glob("*/modeling_*.py")):
+        if f.name == "modeling_auto.py":
+            continue
+        fam = f"{f.parent.name}/{f.stem[len('modeling_'):]}" if f.stem[9:] != f.parent.name \
+            else f.parent.name
+        if only and fam not in only and f.parent.name not in only:
+            continue
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+                 and n.name.endswith("ForCausalLM")]
+        if names:
+            out.append((fam, f, names))
+    return out
+
+
+# ------------------------------------------------------------------------- tiny configs
+
+def _set(cfg, k, v) -> None:
+    with contextlib.suppress(Exception):
+        if getattr(cfg, k, None) != v:
+            setattr(cfg, k, v)
+
+
+def _shrink(cfg, widths: bool = True) -> None:
+    """Fewer heads, layers, experts and tokens, with every per-head size left as the family
+    defines it (rotary and latent dims stay consistent): hidden = 4 heads x head_dim.
+    widths=False: only layers, experts and the vocabulary (families with stricter checks)."""
+    d = cfg.to_dict()
+    amap = getattr(cfg, "attribute_map", {}) or {}
+    keys = set(d) | set(amap)
+
+    def get(k):
+        with contextlib.suppress(Exception):
+            v = getattr(cfg, k, None)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return None
+
+    heads, hidden, kv = get("num_attention_heads"), get("hidden_size"), get("num_key_value_heads")
+    hd = get("head_dim") or (hidden // heads if hidden and heads else None)
+    new_heads = 4 if heads else None
+    new_hidden = min(4 * hd, 1024) if hd else (64 if hidden else None)
+    if new_heads and kv and widths:
+        _set(cfg, "num_key_value_heads", 1 if kv == 1 else (new_heads if kv == heads else 2))
+    for k in sorted(keys):
+        v = get(k)
+        if v is None:
+            continue
+        new = None
+        if not widths and not re.search(r"layers|experts|vocab|top_?k|group|max_position", k):
+            continue
+        if k == "hidden_size" and new_hidden:
+            new = new_hidden
+        elif k == "vocab_size":
+            new = SMALL["vocab_size"]
+        elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
+            base = new_hidden or 64
+            new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
+        elif re.fullmatch(r"(n_routed_experts|num_experts|num_local_experts|n_experts|moe_num_experts"
+                          r"|num_routed_experts)", k):
+            new = min(v, 4)
+        elif re.fullmatch(r"(num_experts_per_tok|moe_topk|top_k|moe_k|num_experts_per_token)", k):
+            new = min(v, 2)
+        elif k in ("n_group", "topk_group", "num_expert_group"):
+            new = 1
+        elif re.fullmatch(r"(num_hidden_layers|n_layer|num_layers|(de|en)coder_layers|n_layers)", k):
+            new = LAYERS
+        elif re.fullmatch(r"((\w+_)?attention_heads|n_heads?|num_heads|(\w+_)?attn_heads)", k) \
+                and new_heads:
+            new = new_heads
+        elif k == "max_position_embeddings":
+            new = min(v, SMALL["max_position_embeddings"])
+        if new is not None:
+            _set(cfg, k, new)
+    vocab = getattr(cfg, "vocab_size", None) or SMALL["vocab_size"]
+    for tok in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        v = getattr(cfg, tok, None)
+        if isinstance(v, int) and v >= vocab:
+            _set(cfg, tok, vocab - 1)
+        elif isinstance(v, list):
+            _set(cfg, tok, [min(x, vocab - 1) for x in v])
+    lt = getattr(cfg, "layer_types", None)
+    if isinstance(lt, (list, tuple)) and lt:
+        kinds = list(dict.fromkeys(lt))[:4]
+        n = max(LAYERS, len(kinds))
+        with contextlib.suppress(Exception):
+            cfg.layer_types = (kinds * n)[:n]
+            cfg.num_hidden_layers = n
+    with contextlib.suppress(Exception):
+        cfg._attn_implementation = "eager"
+
+
+def tiny_config(cls, widths: bool = True):
+    cfg_cls = getattr(cls, "config_class", None)
+    if cfg_cls is None:
+        raise RuntimeError(f"{cls.__name__} has no config_class")
+    cfg = cfg_cls()
+    _shrink(cfg, widths)
+    for sub in ("text_config", "decoder", "language_config"):   # nested parts, if any
+        part = getattr(cfg, sub, None)
+        if part is not None and hasattr(part, "to_dict"):
+            _shrink(part, widths)
+    return cfg
+
+
+# ------------------------------------------------------------------------- targets
+
+def layer_targets(model, module_name: str, run) -> list[str]:
+    """`OwnerClass.attr` of every linear a forward pass runs inside a stacked layer."""
+    import torch
+    from torch import nn
+
+    ran: set[int] = set()
+    hooks = []
+    linear_types = (nn.Linear,)
+    try:
+        from transformers.pytorch_utils import Conv1D
+        linear_types = (nn.Linear, Conv1D)
+    except ImportError:
+        pass
+    for m in model.modules():
+        if isinstance(m, linear_types):
+            hooks.append(m.register_forward_hook(lambda mod, i, o: ran.add(id(mod))))
+    try:
+        with torch.no_grad():
+            run(model)
+    finally:
+        for h in hooks:
+            h.remove()
+    mods = dict(model.named_modules())
+    out: dict[str, None] = {}
+    for name, m in mods.items():
+        if not re.search(r"\.\d+(\.|$)", name):
+            continue            # not inside a stack of layers
+        parent_name, _, attr = name.rpartition(".")
+        parent = mods.get(parent_name)
+        if isinstance(m, linear_types) and id(m) in ran:
+            if isinstance(parent, (nn.ModuleList, nn.Sequential)):
+                continue       # a linear held in a list: not a CLASS.ATTR target
+            out[f"{type(parent).__name__}.{attr}"] = None
+        elif not isinstance(m, (linear_types, nn.Embedding, nn.LayerNorm)) and \
+                type(m).__module__ == module_name:
+            for pname, p in m.named_parameters(recurse=False):
+                if p.dim() == 3 or (p.dim() == 2 and re.search(r"router|gate", type(m).__name__, re.I)):
+                    out[f"{type(m).__name__}.{pname}"] = None
+    return list(out)
+
+
+def own_class_targets(model, module_name: str, targets: list[str]) -> tuple[list[str], list[str]]:
+    """Targets whose class is defined in the family's file, and those defined elsewhere."""
+    defined = {type(m).__name__ for m in model.modules() if type(m).__module__ == module_name}
+    mine = [t for t in targets if t.split(".")[0] in defined]
+    return mine, [t for t in targets if t not in mine]
+
+
+# ------------------------------------------------------------------------- the run
+
+@contextlib.contextmanager
+def loaded_as(module_name: str, path: Path, helper: Path):
+    pkg = module_name.rpartition(".")[0]
+    saved = {k: sys.modules.get(k) for k in (module_name, f"{pkg}._cannbot_prefetch")}
+    try:
+        hs = importlib.util.spec_from_file_location(f"{pkg}._cannbot_prefetch", helper)
+        hmod = importlib.util.module_from_spec(hs)
+        hs.loader.exec_module(hmod)
+        sys.modules[f"{pkg}._cannbot_prefetch"] = hmod
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = mod
+        spec.loader.exec_module(mod)
+        yield mod, hmod
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = v
+
+
+def _logits(out):
+    return getattr(out, "logits", out[0] if isinstance(out, (tuple, list)) else out)
+
+
+def _weights_of(model, target: str) -> list:
+    """Every tensor the target names in the built model (one per layer instance)."""
+    cls, attr = target.split(".", 1)
+    out = []
+    for m in model.modules():
+        if type(m).__name__ != cls:
+            continue
+        obj = m
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+        if obj is None:
+            continue
+        w = getattr(obj, "weight", obj)
+        out.append(w)
+    return out
+
+
+def run_family(fam: str, path: str, classes: list[str]) -> dict:
+    import torch
+
+    from cannbot_prefetch.errors import CannbotError
+    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze, apply_plan
+    from cannbot_prefetch.plan import load_plan
+    from cannbot_prefetch.verify.stub import stub_torch_npu
+
+    res: dict = {"family": fam, "file": path, "status": "setup", "targets": [], "planned": [],
+                 "rejected": [], "refused": [], "problems": []}
+    src = Path(path)
+    module_name = f"transformers.models.{src.parent.name}.{src.stem}"
+    try:
+        orig = importlib.import_module(module_name)
+        cls_name = classes[0]
+        cls = getattr(orig, cls_name)
+        ids = None
+
+        def run(m):
+            return m(input_ids=ids, use_cache=False)
+
+        for widths in (True, False):       # the second try keeps the family's widths
+            try:
+                cfg = tiny_config(cls, widths)
+                torch.manual_seed(0)
+                base = cls(cfg).eval()
+                vocab = getattr(cfg, "vocab_size", None) or \
+                    getattr(cfg.get_text_config(), "vocab_size", 256)
+                ids = torch.randint(3, vocab - 1, (1, 4))
+                with torch.no_grad():
+                    ref = _logits(run(base))
+                break
+            except Exception:
+                if not widths:
+                    raise
+        targets = layer_targets(base, module_name, run)
+    except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault
+        res["problems"].append(f"tiny model: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                               if str(exc) else type(exc).__name__)
+        return res
+    mine, elsewhere = own_class_targets(base, module_name, targets)
+    res["targets"] = mine
+    for t in elsewhere:
+        res["rejected"].append({"target": t, "reason": "class defined outside the family's file "
+                                                       "(sweep: not targeted)", "by": "sweep"})
+    if not mine:
+        res["status"] = "no-targets"
+        return res
+    tmp = Path(tempfile.mkdtemp(prefix=f"sweep-{src.parent.name}-"))
+    try:
+        model_file = tmp / src.name
+        shutil.copyfile(src, model_file)
+        (tmp / "config.json").write_text(cfg.to_json_string(use_diff=False))
+        out_dir = tmp / "out"
+
+        def plan_with(ts):
+            return analyze(AnalyzeOptions(model_src=str(model_file),
+                                          model_config=str(tmp / "config.json"),
+                                          targets=tuple(ts), out=str(out_dir)))
+        try:
+            doc = plan_with(mine).doc
+        except CannbotError:
+            # the tool stops at the first unplaceable target: find each one's reason
+            ok = []
+            for t in mine:
+                try:
+                    plan_with([t])
+                    ok.append(t)
+                except CannbotError as exc:
+                    res["rejected"].append({"target": t, "reason": str(exc), "by": "analyze"})
+            doc = plan_with(ok).doc if ok else None
+        if doc is None:
+            res["status"] = "refused"
+            return res
+        for r in doc.get("rejections", []):
+            res["rejected"].append({"target": r.get("site") or r.get("signature"),
+                                    "reason": r.get("reason"), "by": "analyze"})
+        plan_path = out_dir / "prefetch_plan.yaml"
+        plan = load_plan(plan_path)
+        res["planned"] = [f"{s.target.cls}.{s.target.attr}" for s in plan.sites]
+        if not plan.sites:
+            res["status"] = "refused"
+            return res
+        changes = apply_plan(plan_path, write=True)
+        res["refused"] = [{"site": r.site, "reason": r.reason} for r in changes.refused]
+        if res["refused"]:
+            res["problems"].append("apply refused a site analyze planned")
+        applied = set(changes.applied)
+        helper = tmp / "_cannbot_prefetch.py"
+        with loaded_as(module_name, model_file, helper) as (mod, hmod):
+            model = getattr(mod, cls_name)(cfg).eval()
+            model.load_state_dict(base.state_dict(), strict=False)
+            with torch.no_grad():
+                off = _logits(run(model))
+            if not torch.equal(ref, off):
+                res["problems"].append("switch off: logits differ from the original file's")
+            for m in model.modules():
+                if "enable_prefetch" in vars(m):
+                    object.__setattr__(m, "enable_prefetch", True)
+            hmod.ENABLED = True
+            with stub_torch_npu() as rec, torch.no_grad():
+                on = _logits(run(model))
+            if not torch.equal(off, on):
+                res["problems"].append("switch on: logits differ from switch off")
+            seen = {id(c.weight) for c in rec.calls}
+            for s in plan.sites:
+                if s.id not in applied:
+                    continue
+                ws = _weights_of(model, f"{s.target.cls}.{s.target.attr}")
+                if not any(id(w) in seen for w in ws):
+                    res["problems"].append(f"{s.target.cls}.{s.target.attr}: switch on, the "
+                                           f"weight never reached npu_prefetch")
+        fully = (not res["problems"] and len(res["planned"]) == len(mine)
+                 and len(applied) == len(mine) and not any(r["by"] != "sweep" for r in res["rejected"]))
+        res["status"] = "pass" if fully else ("fail" if res["problems"] else "refused")
+    except Exception as exc:
+        res["status"] = "fail"
+        tb = traceback.format_exc().strip().splitlines()
+        res["problems"].append(f"crash: {type(exc).__name__}: {exc}"[:300] + " @ " + " | ".join(tb[-3:])[:400])
+    finally:
+        if KEEP:
+            res["tmp"] = str(tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def _limit_memory(mb: int) -> None:
+    """Bound the worker's heap so one oversized default config cannot starve a shared machine."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (mb << 20, mb << 20))
+
+
+def _worker(args):
+    global KEEP
+    *rest, KEEP = args
+    return run_family(*rest)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", help="comma-separated family names (default: all)")
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per family")
+    ap.add_argument("--max-mb", type=int, default=3072, help="heap limit of the worker, MiB")
+    ap.add_argument("--json", help="write every family's result here")
+    ap.add_argument("--quiet", action="store_true", help="only the summary")
+    ap.add_argument("--keep", action="store_true", help="keep each family's tmp folder")
+    a = ap.parse_args(argv)
+    only = set(a.families.split(",")) if a.families else None
+    fams = families(only)
+    results = []
+    t0 = time.time()
+    ctx = mp.get_context("spawn")
+    def new_pool():
+        return ctx.Pool(1, initializer=_limit_memory, initargs=(a.max_mb,), maxtasksperchild=10)
+
+    pool = new_pool()
+    try:
+        for fam, f, classes in fams:
+            job = pool.apply_async(_worker, ((fam, str(f), classes, a.keep),))
+            try:
+                r = job.get(timeout=a.timeout)
+            except mp.TimeoutError:
+                pool.terminate()
+                pool = new_pool()
+                r = {"family": fam, "file": str(f), "status": "fail", "targets": [], "planned": [],
+                     "rejected": [], "refused": [], "problems": [f"timed out after {a.timeout:.0f} s"]}
+            results.append(r)
+            if not a.quiet:
+                _print_one(r)
+    finally:
+        pool.terminate()
+    _summary(results, time.time() - t0)
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def _print_one(r: dict) -> None:
+    print(f"{r['status']:10s} {r['family']:32s} targets {len(r['targets']):3d} "
+          f"planned {len(r['planned']):3d}", flush=True)
+    for x in r["rejected"]:
+        print(f"    not planned ({x['by']}) {x['target']}: {x['reason']}")
+    for x in r["refused"]:
+        print(f"    apply refused {x['site']}: {x['reason']}")
+    for p in r["problems"]:
+        print(f"    problem: {p}")
+    if r.get("tmp"):
+        print(f"    kept: {r['tmp']}")
+
+
+def _summary(results: list[dict], secs: float) -> None:
+    counted = [r for r in results if r["status"] not in ("setup", "no-targets")]
+    ok = [r for r in counted if r["status"] == "pass"]
+    print()
+    print(f"families with a *ForCausalLM: {len(results)}; tiny model not built by the sweep: "
+          f"{sum(r['status'] == 'setup' for r in results)}; no layer linears: "
+          f"{sum(r['status'] == 'no-targets' for r in results)}")
+    n_t = sum(len(r["targets"]) for r in counted)
+    n_p = sum(len(r["planned"]) for r in counted)
+    print(f"targets: {n_t}, planned {n_p}")
+    if counted:
+        print(f"PASS RATE: {len(ok)}/{len(counted)} families fully planned, applied and verified "
+              f"({100.0 * len(ok) / len(counted):.1f} %) in {secs:.0f} s")
+    for st in ("refused", "fail", "setup"):
+        names = [r["family"] for r in results if r["status"] == st]
+        if names:
+            print(f"{st}: {', '.join(names)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
