@@ -123,8 +123,8 @@ def test_a_fallback_insertion_is_costed_where_it_lands(llama, copy_src, tmp_path
     prof, hw, roof = llama
     real = mapping.checker
 
-    def refusing(ms):
-        accept = real(ms)
+    def refusing(ms, *mode):
+        accept = real(ms, *mode)
         return lambda p, lin: ("refused for the test" if p.insert.anchor_call ==
                                "attention_interface" else accept(p, lin))
     monkeypatch.setattr(mapping, "checker", refusing)
