@@ -332,7 +332,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         if not plan.sites:
             res["status"] = "refused"
             return res
-        changes = apply_plan(plan_path, write=True)
+        changes = apply_plan(plan_path, write=True, root=tmp)
         res["refused"] = [{"site": r.site, "reason": r.reason} for r in changes.refused]
         if res["refused"]:
             res["problems"].append("apply refused a site analyze planned")
@@ -397,9 +397,13 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every family's result here")
     ap.add_argument("--quiet", action="store_true", help="only the summary")
     ap.add_argument("--keep", action="store_true", help="keep each family's tmp folder")
+    ap.add_argument("--shard", default="1/1",
+                    help="I/N: only every N-th family from the I-th (run N shards side by side)")
     a = ap.parse_args(argv)
     only = set(a.families.split(",")) if a.families else None
     fams = families(only)
+    i, n = (int(x) for x in a.shard.split("/"))
+    fams = fams[i - 1::n]
     results = []
     t0 = time.time()
     ctx = mp.get_context("spawn")

@@ -81,6 +81,10 @@ def _names_in(node: cst.CSTNode) -> list[str]:
             return True
 
         def visit_Call(self, n: cst.Call) -> bool:
+            # a method's receiver first: in `out.transpose(1, 2).to(dtype)` the value that
+            # flows on is `out`, not the argument `dtype`
+            if isinstance(n.func, cst.Attribute) and not (dotted(n.func) or "").startswith("self."):
+                n.func.value.visit(self)
             for a in n.args:
                 a.value.visit(self)
             return False

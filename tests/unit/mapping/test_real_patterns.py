@@ -167,3 +167,15 @@ def test_flatten_follows_module_list_indexing(tmp_path):
     assert ev[0].path[0].via_list                           # self.layers[i]: one layer for all
     t = parse_target("MLP.up", ms, ["Model"])
     assert t.lin.dims == (32, 8)
+
+
+def test_dependency_is_the_receiver_of_a_method_chain(modeling, tmp_path):
+    """falcon_mamba: `self.out_proj(scan_output.transpose(1, 2).to(dtype))`: the value that
+    flows into the target is `scan_output`, not the dtype handed to `.to` (was: the dtype, and
+    the switched-on model failed in npu_prefetch)."""
+    cfg = {"hidden_size": 64, "state_size": 8, "expand": 2, "conv_kernel": 4,
+           "time_step_rank": 8, "intermediate_size": 128, "num_hidden_layers": 2,
+           "vocab_size": 128, "model_type": "falcon_mamba"}
+    _, plan = _plan(modeling("falcon_mamba"), cfg, ["FalconMambaMixer.out_proj"], tmp_path)
+    (s,) = plan.sites
+    assert (s.insert.anchor_call, s.dependency) == ("self.out_proj", "scan_output")
