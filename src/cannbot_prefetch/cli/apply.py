@@ -24,6 +24,7 @@ from typing import Annotated
 import typer
 
 from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
+from ..plan.schema import decode_guard_text
 
 
 def _mib(n: int) -> str:
@@ -61,7 +62,7 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
         table.add_row(s.id, f"{s.target.cls}.{s.target.attr}",
                       f"{ins.cls}.{ins.method} {ins.position} {ins.anchor_call}",
                       s.dependency, _mib(s.max_size),
-                      "-" if s.max_tokens is None else str(s.max_tokens),
+                      decode_guard_text(s),
                       _status(s.id, changes, done, lang))
     out.print(table)
     design = Path(changes.plan_path).with_name("prefetch_design.md")

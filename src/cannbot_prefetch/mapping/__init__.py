@@ -20,6 +20,7 @@ from .. import reasons
 from ..legality import Placement
 from ..windows import Candidate, PredOp, Rejection
 from .place import layer_depth, nearest_legal, place_all
+from .guard import guard_for
 from .precedes import precedes
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
@@ -38,6 +39,8 @@ class Mapped:
     in_layers: bool = False     # the target's call runs once per decoder layer (the layers loop)
     precedes: int | None = -1   # Candidate.lead index of the op the inserted call precedes
     precedes_by: str = ""       # stack | calls: how that op was found (precedes.py)
+    guard: tuple[str, int] | None = None   # (tensor, dim) the runtime decode guard reads
+    guard_why: str = ""
     signature: dict | None = None   # manual target, no window: the profile signature of its shape
 
 
@@ -146,9 +149,12 @@ class Mapper:
 
     # -- the window ---------------------------------------------------------------------------
     def find_window(self, cand: Candidate, t_idx: int) -> int | None:
-        op = cand.window.start_op
+        return self.find_op(cand.window.start_op, cand.window_stack, t_idx)
+
+    def find_op(self, op: PredOp, stack, t_idx: int) -> int | None:
+        """The event before the target that runs a profiled op (its stack first, else kind)."""
         want = _kind_of(op)
-        places = model_places(cand.window_stack, self.ms, self.src_map) if cand.window_stack else []
+        places = model_places(stack, self.ms, self.src_map) if stack else []
         pool = list(range(t_idx - 1, -1, -1))
         for p in places:
             # the stack names the statement (innermost model frame that the forward pass
@@ -192,6 +198,48 @@ class Mapper:
         from .manual import settle
         return settle(pl, lin, self.accept)
 
+    def _placed_at(self, t_idx: int, w_idx: int | None, start: str, lin) -> Placement | str:
+        if w_idx is None:
+            return "the window op was not found in the model source"
+        got = place_all(self.ms, self.events, t_idx, w_idx, start, lin)
+        if isinstance(got, str):
+            return got
+        pl: Placement | str = "no placement"
+        for cand_pl in got:
+            pl = self.settle(cand_pl, lin)
+            if isinstance(pl, Placement):
+                return pl
+        return f"apply would refuse it: {pl}"
+
+    def _window_placement(self, cand: Candidate, t_idx: int, lin):
+        """(window event, placement). A 3a window (a heavy op's output starts it) starts where its
+        first op's input is ready: that op's call is tried first (the heavy op may run no call of
+        its own: the previous layer's residual `+` before input_layernorm), when it is a plain
+        statement of its method (not in a loop body, where the call would run once per
+        iteration) other than the target's own; else the heavy op's output."""
+        w = cand.window
+        if w.start == "output" and w.ops:
+            first = w.ops[-1]
+            stack = tuple(x for x in first.stack.split(";") if x) if first.stack else ()
+            f_idx = self.find_op(first, stack, t_idx)
+            pl = self._placed_at(t_idx, f_idx, "input", lin)
+            if isinstance(pl, Placement) and self._plain(pl) and not self._same_stmt(pl, t_idx):
+                return f_idx, pl
+        w_idx = self.find_window(cand, t_idx)
+        return w_idx, self._placed_at(t_idx, w_idx, w.start, lin)
+
+    def _same_stmt(self, pl: Placement, t_idx: int) -> bool:
+        """The insertion lands on the statement that runs the target (the one-line MLP): the
+        first op's input is not a start there, the statement's own input is."""
+        return any(h.cls == pl.insert.cls and h.method == pl.insert.method and h.stmt == pl.stmt
+                   for h in self.events[t_idx].path)
+
+    def _plain(self, pl: Placement) -> bool:
+        """The anchor statement sits directly in its method's body (not in a loop or `with`)."""
+        m = self.ms.method(pl.insert.cls, pl.insert.method)
+        return (m is not None and pl.stmt is not None and 0 <= pl.stmt < len(m.stmts)
+                and m.stmts[pl.stmt].indent == m.body_indent)
+
     def map(self, cand: Candidate) -> Mapped | Rejection:
         found = self.find_target(cand)
         if isinstance(found, str):
@@ -201,19 +249,7 @@ class Mapper:
         lin = self.ms.linears[(e.owner, e.attr)]
         role = role_of(e.attr, lin, cand.target.family, _dtype_bytes(cand.target.dtypes))
         notes: list[str] = []
-        w_idx = self.find_window(cand, t_idx)
-        pl: Placement | str = "the window op was not found in the model source"
-        if w_idx is not None:
-            got = place_all(self.ms, self.events, t_idx, w_idx, cand.window.start, lin)
-            if isinstance(got, str):
-                pl = got
-            else:
-                for cand_pl in got:
-                    pl = self.settle(cand_pl, lin)
-                    if isinstance(pl, Placement):
-                        break
-                if isinstance(pl, str):
-                    pl = f"apply would refuse it: {pl}"
+        w_idx, pl = self._window_placement(cand, t_idx, lin)
         if isinstance(pl, str):
             notes.append(f"window placement not used: {pl}")
             pl = nearest_legal(self.ms, self.events, t_idx, lin,
@@ -225,8 +261,9 @@ class Mapper:
             notes.append(pl.note)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
         k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl)
+        g, gwhy = guard_for(self.ms, pl, self.events)
         return Mapped(lin, pl, method, role, wcall, tuple(notes),
-                      layer_depth(self.ms, e.path) is not None, k, how)
+                      layer_depth(self.ms, e.path) is not None, k, how, g, gwhy)
 
 
 def _dtype_bytes(dtypes: str) -> float:

@@ -8,7 +8,7 @@ The call `pipeline.analyze()` makes (roofline is None in manual mode without a p
                        experts_per_rank=args.experts_per_rank, targets=tuple(args.target),
                        window=args.window, dtype=args.dtype, mode=args.mode,
                        max_sites=args.max_sites, max_size_cap=args.max_size_cap,
-                       src_map=tuple(args.src_map), max_tokens=None, lang=args.lang,
+                       src_map=tuple(args.src_map), max_query_len=None, lang=args.lang,
                        top=args.top, out_dir=str(out_dir), cmo_bw_gbps=args.cmo_bw)
     plan, design, rejections = build_plan(roofline, profile.info if profile else None, hw,
                                           args.model_src, args.model_config, opts)
@@ -31,12 +31,13 @@ from typing import Any, Sequence
 from .. import reasons
 from ..errors import InputError, SourceError
 from ..mapping import Mapped, Mapper, target_ref
+from ..mapping.guard import guard_for
 from ..mapping.manual import Unplaceable, overlapped, parse_target, place_manual
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
-from . import attribution
-from .schema import MODES, Plan, Site, Switch, Target, sha256_file
+from . import attribution, phase
+from .schema import MODES, Guard, Plan, Site, Switch, Target, sha256_file
 from ..roofline.verdict import decide
 from ..settings import configs_dir, policy
 from ..gain import GainInputs, to_evidence
@@ -61,7 +62,7 @@ class PlanOptions:
     max_sites: int | None = None
     max_size_cap: int | None = None
     src_map: tuple[str, ...] = ()          # OLD=NEW path prefixes for stack frames
-    max_tokens: int | None = None          # token-count guard (decode only)
+    max_query_len: int | None = None       # decode: tokens per sequence up to this (guard.max_len)
     lang: str = "en"
     top: int | None = None                 # memory-bound signatures examined
     out_dir: str | None = None             # plan folder: target files are written relative to it
@@ -122,14 +123,14 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     else:
         if roofline is None:
             raise InputError("a profile is needed unless --target is given (manual mode)")
-        signatures, targets, not_targets = _targets(roofline, opts, pol)
+        signatures, targets, not_targets = _targets(roofline, opts, pol, cfg)
         rejections += not_targets
         if opts.ranks is not None:
             targets, off_rank = opts.ranks.targets(targets)
             rejections += off_rank
         res = find_windows(roofline.table, targets, lookback=opts.lookback,
                            min_window_us=opts.min_window_us,
-                           all_signatures=roofline.signatures)
+                           all_signatures=roofline.signatures, hbm_bps=_hbm(hw))
         if opts.ranks is not None:
             res = opts.ranks.windows(res)
         rejections += res.rejections
@@ -174,7 +175,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
 
 # ------------------------------------------------------------------------------ pieces
 
-def _targets(roofline, opts: PlanOptions, pol: dict[str, Any]):
+def _targets(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, Any]):
     """Seed step 1: the top memory-bound signatures -> (examined, targets, rejections). Prefill
     is listed first (decode only); then the deciding verdict (measured where counters exist)
     must be memory-bound: latency- and compute-bound ops are listed with the reason."""
@@ -182,14 +183,16 @@ def _targets(roofline, opts: PlanOptions, pol: dict[str, Any]):
     from ..roofline.verdict import split_targets
 
     signatures = list(select_top(roofline, opts.top))
+    per_step = phase.query_lengths(roofline.table, cfg, opts.tp)
     decode, rejections = [], []
     for s in signatures:
-        m = getattr(s, "m", None)
-        if m is not None and m > opts.max_tokens:
+        q, how = phase.signature_query_len(roofline.table, s, per_step)
+        if q is not None and q > opts.max_query_len:
             t = TargetSig.of(s)
             rejections.append(Rejection(t.label, reasons.PREFILL,
-                                        f"M = {m} tokens > max_tokens {opts.max_tokens}: "
-                                        "prefill is listed, not planned (decode only)", t))
+                                        f"{q} tokens per sequence ({how}) > "
+                                        f"{opts.max_query_len}: prefill is listed, not planned "
+                                        "(decode only)", t))
         else:
             decode.append(s)
     targets, not_bound = split_targets(decode, pol["verdict"])
@@ -215,8 +218,8 @@ def _defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
     if o.lang not in ("en", "zh"):
         raise InputError(f"--lang must be en or zh, not {o.lang!r}")
     return replace(o, mode=mode, max_sites=max_sites,
-                   max_tokens=o.max_tokens if o.max_tokens is not None
-                   else int(pol["sizing"]["decode_max_tokens"]),
+                   max_query_len=o.max_query_len if o.max_query_len is not None
+                   else int(pol["sizing"]["decode_max_query_len"]),
                    top=o.top if o.top is not None else int(pol["report"]["top_n"]),
                    lookback=o.lookback if o.lookback is not None else int(pol["windows"]["lookback"]))
 
@@ -443,7 +446,11 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
         ev["saving_per_op_us"] = {"low": s.saving_per_op.low, "mid": s.saving_per_op.mid,
                                   "high": s.saving_per_op.high}
     ev["optimistic"] = bool(s.optimistic)
+    if m.guard_why:
+        ev["decode_guard"] = m.guard_why       # why this tensor and dim (or why none)
     notes = list(m.notes) + list(s.notes)
+    if m.guard is None and m.guard_why:
+        notes.append(m.guard_why)
     if notes:
         ev["notes"] = notes
     mapping = "manual" if c is None else m.method
@@ -454,7 +461,8 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
         target=Target(_rel(pl.file, opts.out_dir), tcls, tattr, pl.weight_expr, pl.scope),
         insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=int(s.max_size),
         basis=s.basis, ladder=s.ladder, mapping=mapping, evidence=ev, saving_us=s.saving_us,
-        source_sha256=sha256_file(pl.file), max_tokens=opts.max_tokens)
+        source_sha256=sha256_file(pl.file),
+        guard=Guard(m.guard[0], m.guard[1], opts.max_query_len) if m.guard else None)
 
 
 def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cfg, notes):
@@ -468,7 +476,8 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
                      "matches a signature")
         res = find_windows(roofline.table, [s for s in roofline.signatures
                                             if s.verdict == "memory-bound"],
-                           lookback=opts.lookback, all_signatures=roofline.signatures)
+                           lookback=opts.lookback, all_signatures=roofline.signatures,
+                           hbm_bps=_hbm(hw))
         for c in res.candidates:
             got = mapper.find_target(c)
             if not isinstance(got, str):
@@ -493,7 +502,9 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
             m_notes.append(f"risk: the prefetch starts before {names} ({len(heavy)} MatMul call(s) "
                            f"before the target): it overlaps them and shares their HBM traffic"
                            + ("" if cand else "; without a profile their cost is unknown"))
-        m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig)
+        g, gwhy = guard_for(ms, pl, mapper.events)
+        m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig,
+                   guard=g, guard_why=gwhy)
         out.append((cand, m, _size(m, cand, hw, opts, 1, cfg)))
     if rejected and not out:
         exc = rejected[0][0]
@@ -560,6 +571,11 @@ def _created_from(info, hw, ms: ModelSource, cfg_path: str) -> dict[str, Any]:
     if path and not Path(path).resolve().is_relative_to(configs_dir().resolve()):
         d["hardware_file"] = str(Path(path).resolve())   # a calibrated / user profile
     return d
+
+
+def _hbm(hw) -> float | None:
+    """HBM bytes/s of the part: window ops without counters are classed by roofline time."""
+    return getattr(hw, "hbm_bw_bytes_per_s", None)
 
 
 def _hw_dict(hw) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from ..gain import optimistic_share
 from ..i18n import texts
 from .build import DesignInputs, SiteView
+from .schema import decode_guard_text
 from .ranks_design import rank_lines
 
 
@@ -147,9 +148,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
 
     L += [f"## {t['risks']}", ""]
     L.append(f"- {t['risk_window']}")
-    mt = next((s.max_tokens for s in d.plan.sites if s.max_tokens), None)
-    if mt:
-        L.append(f"- {t['risk_tokens'].format(n=mt)}")
+    for s in d.plan.sites:
+        if s.guard is not None:
+            L.append(f"- `{s.id}`: {t['risk_tokens'].format(guard=decode_guard_text(s))}")
     if any(c.name == "l2_budget" for v in planned for c in v.site.basis.caps):
         L.append(f"- {t['risk_l2'].format(n=max(len(planned), 1))}")
     cmo_binds = any(c.name == "cmo_rate_x_window" and c.binding for v in planned

@@ -108,6 +108,15 @@ class Site:
     guard: Guard | None = None     # decode guard: tensor + dim read at runtime
 
 
+def decode_guard_text(site: "Site") -> str:
+    """The site's decode guard as shown in tables: `expr.shape[dim] <= max_len`, the older
+    token count, or "-" (no guard: it also prefetches in prefill)."""
+    if site.guard is not None:
+        g = site.guard
+        return f"{g.expr}.shape[{g.dim}] <= {g.max_len}"
+    return f"tokens <= {site.max_tokens}" if site.max_tokens is not None else "-"
+
+
 @dataclass(frozen=True)
 class Switch:
     name: str = "enable_prefetch"
@@ -148,7 +157,6 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "dependency": {"expr": s.dependency},
         "join": {"class": j.cls, "method": j.method, "where": j.where},
         "max_size": s.max_size,
-        "max_tokens": s.max_tokens,
         "basis": {"dims": list(s.basis.dims), "dtype_bytes": s.basis.dtype_bytes,
                   "coefficient": s.basis.coefficient, "formula": s.basis.formula,
                   "bound_by": s.basis.bound_by,
@@ -159,6 +167,8 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "saving_us": asdict(s.saving_us) if s.saving_us is not None else None,
         "source_sha256": s.source_sha256,
     }
+    if s.max_tokens is not None:    # only a plan read with the older token count keeps it
+        d["max_tokens"] = s.max_tokens
     if s.guard is not None:     # absent = no decode guard
         d["guard"] = {"expr": s.guard.expr, "dim": s.guard.dim, "max_len": s.guard.max_len}
     return d

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .build import ReportData
 from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _mib, _stat
 from .md_validations import _item6
+from ..plan.schema import decode_guard_text
 
 
 def render(d: ReportData, lang: str, files: dict[str, str]) -> str:
@@ -154,7 +155,7 @@ def _item4(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         w(f"| `{s.id}` | `{s.target.file}` | `{s.insert.cls}.{s.insert.method}` | {s.insert.position} "
           f"`{s.insert.anchor_call}` | `{s.target.weight_expr}` | `{s.join.cls}.{s.join.method}` {s.join.where} | "
-          f"{s.max_tokens if s.max_tokens is not None else '–'} |")
+          f"`{decode_guard_text(s)}` |")
     w("")
     w(t.k('report.md.inserted_code_carries_the_marker_cannbot'))
     w("")

@@ -103,3 +103,18 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
         out.append((s, code, f"{'counters say' if d.by == 'counters' else 'the roofline says'} "
                              f"{d.verdict} ({d.why}){other}: listed, not planned"))
     return keep, out
+
+
+def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any]) -> tuple[str | None, str]:
+    """Measured verdict of any op (a window op of any type) from its PipeUtilization ratios
+    (aic_mac, aic_mte2, aiv_vec, aiv_mte2): the cube and the vector side each by the rule above,
+    memory-bound when either side is. (None, "") when the op has no counters."""
+    mac, mte2, vec, vmte2 = (x or 0.0 for x in pipes)
+    sides = [(side, a, b) for side, a, b in (("aic", mac, mte2), ("aiv", vec, vmte2)) if a or b]
+    if not sides:
+        return None, ""
+    got = [(measured_verdict(a, b, pol), side, a, b) for side, a, b in sides]
+    v, side, a, b = next((g for g in got if g[0] == Verdict.MEMORY), None) or \
+        next((g for g in got if g[0] == Verdict.COMPUTE), got[0])
+    other = "mac" if side == "aic" else "vec"
+    return v, f"{side} mte2 {b:.2f}, {other} {a:.2f}"

@@ -2,7 +2,8 @@
 
 - outputs_equal: switch off vs on, bit for bit (a prefetch is a cache hint: nothing may change).
 - check_calls: each planned site fired, with the planned weight tensor (by identity), a
-  dependency tensor (never None), the planned size, no offset argument, in plan order per layer.
+  dependency tensor (never None), the planned size, no offset argument, in one order in every
+  layer (the plan's site order is a ranking, not an execution order).
 - graph_order: one layer captured with make_fx (every prefetch is a registered op with a side
   effect, verify/graph.py names them); each prefetch node must follow its dependency, precede the
   first node that reads its weight (the target's matmul), and its dependency must be an ancestor
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..plan import Plan, Site, grammar
+from ..plan.schema import decode_guard_text
 from .graph import is_prefetch, order_problem
 
 
@@ -109,7 +111,6 @@ def outputs_equal(a, b) -> tuple[bool, str]:
 
 def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
     out: list[Check] = []
-    order = {s.id: k for k, s in enumerate(plan.sites)}
     fired: dict[str, int] = {s.id: 0 for s in plan.sites}
     unknown = 0
     seq: list[tuple[int, str]] = []
@@ -138,18 +139,30 @@ def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
             detail = f"no module of {s.insert.cls} holds {s.target.weight_expr}"
         if bad[s.id]:
             detail += "; " + "; ".join(sorted(set(bad[s.id])))
-        if want and not fired[s.id] and s.max_tokens is not None:
-            detail += (f" (the site only fires for at most {s.max_tokens} tokens: give the factory "
+        if want and not fired[s.id] and (s.guard is not None or s.max_tokens is not None):
+            detail += (f" (the site only fires while {decode_guard_text(s)}: give the factory "
                        f"decode-shaped inputs)")
         out.append(Check("fires", ok, detail, s.id))
-    # plan order within each layer
-    by_layer: dict[int, list[int]] = {}
+    # one order in every layer. The plan's site order is a ranking by expected gain, not an
+    # execution order (CONTRACTS "Plan" gives none; seed: a prefetch after its dependency, before
+    # its target, which `graph order` checks): sites must only fire in the same relative order
+    # in each layer where they both fire, so no layer skips ahead or reorders its calls.
+    by_layer: dict[int, list[str]] = {}
     for layer, sid in seq:
-        by_layer.setdefault(layer, []).append(order[sid])
-    disorder = [layer for layer, idx in by_layer.items() if idx != sorted(idx)]
-    out.append(Check("plan order", not disorder,
-                     "sites fired in plan order in every layer" if not disorder else
-                     f"out of plan order in layer(s) {disorder}"))
+        ids = by_layer.setdefault(layer, [])
+        if sid not in ids:
+            ids.append(sid)
+    first: dict[tuple[str, str], int] = {}
+    clash: set[int] = set()
+    for layer, ids in sorted(by_layer.items()):
+        for i, a in enumerate(ids):
+            for b in ids[i + 1:]:
+                if (b, a) in first:
+                    clash.update((layer, first[(b, a)]))
+                first.setdefault((a, b), layer)
+    out.append(Check("layer order", not clash,
+                     "sites fired in one order in every layer" if not clash else
+                     f"sites fired in different orders in layer(s) {sorted(clash)}"))
     if unknown:
         out.append(Check("unplanned calls", False, f"{unknown} npu_prefetch call(s) with a weight "
                                                    f"no site plans (a wrong weight expression?)"))

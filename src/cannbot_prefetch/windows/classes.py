@@ -1,5 +1,13 @@
-"""Predecessor classes: light / memory-heavy / communication from configs/op_classes.yaml
-`window_classes` plus sizes (policy `windows.large_op_bytes` / `large_op_us`)."""
+"""Predecessor classes: light / memory-heavy / communication (CONTRACTS "Defaults": window ops of
+any type are classed by their counters when present, else by roofline time and bytes).
+
+In order: communication by name / core (configs/op_classes.yaml `window_classes`); the op's own
+PipeUtilization counters (memory-bound by the policy's rule on the cube or the vector side ->
+memory-heavy, otherwise light, attention included); a MatMul-family op by its signature's roofline
+verdict (a memory-bound MatMul is never a "small MatMul"); any other op by roofline time: it is
+memory-bound when moving its bytes at the HBM rate takes at least `latency_roofline_share` (30%)
+of its measured time. Only without hardware numbers (a bare `find_windows` call) do the sizes
+`windows.large_op_bytes` / `large_op_us` stand in."""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from ..errors import InputError
+from ..roofline.verdict import Verdict, pipe_verdict
 from ..settings import op_classes, policy
 from .types import COMM, HEAVY, LIGHT
 
@@ -24,15 +33,36 @@ class WindowRules:
     light: tuple[re.Pattern[str], ...]
     large_op_bytes: int
     large_op_us: float
+    verdict: tuple[tuple[str, float], ...] = ()   # policy `verdict` thresholds
 
     def classify(self, op_type: str | None, name: str | None, core: str | None, nbytes: int,
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
+                 pipes: tuple[float, ...] | None = None, hbm_bps: float | None = None,
                  ) -> tuple[str, str]:
-        """(class, why) of one predecessor."""
+        """(class, why) of one predecessor. `pipes`: its PipeUtilization ratios; `memory_bound`:
+        its MatMul signature's roofline verdict; `hbm_bps`: the part's HBM bytes/s."""
         kind = self.kind_of(op_type, name, core)
         if kind == COMM:
             return COMM, f"{core} row" if core and core.upper() in self.comm_cores \
                 else "communication op"
+        pol = dict(self.verdict)
+        if pipes is not None and pol:
+            v, why = pipe_verdict(pipes, pol)
+            if v == Verdict.MEMORY:
+                return HEAVY, f"memory-bound by its counters ({why})"
+            if v is not None:
+                return LIGHT, f"{v} by its counters ({why})"
+        matmul = is_matmul or (is_matmul is None and kind == "matmul")
+        moved = f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
+        if matmul and memory_bound is not None:
+            return ((HEAVY, f"memory-bound MatMul by its roofline ({moved})") if memory_bound
+                    else (LIGHT, f"MatMul not memory-bound by its roofline ({moved})"))
+        if hbm_bps and nbytes and dur_us > 0 and pol:
+            share = nbytes / hbm_bps * 1e6 / dur_us
+            rate = f"moves {_mib(nbytes)} in {dur_us:.1f} µs: {share:.0%} of the HBM rate"
+            if share >= pol["latency_roofline_share"]:
+                return HEAVY, f"memory-bound by its roofline ({rate})"
+            return LIGHT, f"not memory-bound ({rate})"
         large_b = nbytes >= self.large_op_bytes
         long_mb = dur_us >= self.large_op_us and (memory_bound is None or memory_bound)
         # Without shapes the bytes are unknown (0): say so, and call a long op long, not large.
@@ -111,7 +141,8 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         comm_cores=frozenset(str(c).upper() for c in config.get("communication_cores") or []),
         communication=rx("communication"), matmul=rx("matmul"), movers=rx("movers"),
         light=rx("light"), large_op_bytes=int(w.get("large_op_bytes", 8 * 2**20)),
-        large_op_us=float(w.get("large_op_us", 20.0)))
+        large_op_us=float(w.get("large_op_us", 20.0)),
+        verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())))
 
 
 @lru_cache(maxsize=1)

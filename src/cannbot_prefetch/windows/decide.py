@@ -158,10 +158,11 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams") -> tuple[LeadOp, .
 
 def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | None = None,
                  min_window_us: float | None = None, all_signatures: Sequence[Any] = (),
-                 rules: WindowRules | None = None) -> WindowResult:
+                 rules: WindowRules | None = None, hbm_bps: float | None = None) -> WindowResult:
     """Windows for each target signature. `targets`: SignatureCost-like objects (sig_id, type,
     input_shapes, bytes, verdict, ...); `all_signatures` lets MatMul predecessors that are not
-    targets use their roofline bytes and verdicts. The table needs an Int64 `sig_id` column."""
+    targets use their roofline bytes and verdicts; `hbm_bps` (HBM bytes/s of the part) classes
+    ops without counters by roofline time. The table needs an Int64 `sig_id` column."""
     pol = policy()
     lookback = int(lookback if lookback is not None else pol["windows"]["lookback"])
     min_us = float(min_window_us if min_window_us is not None else pol["windows"]["min_window_us"])
@@ -175,13 +176,15 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     every = {TargetSig.of(s).sig_id: TargetSig.of(s) for s in all_signatures}
     every.update({t.sig_id: t for t in tsigs})
     sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
-    sig_mb = {k: v.verdict == "memory-bound" for k, v in every.items()}
+    sig_mb = {k: (v.measured_verdict or v.verdict) == "memory-bound" for k, v in every.items()
+              if (v.measured_verdict or v.verdict) != "unknown"}
     per = _timelines(df, sig_bytes)
     for op in (op for seq in per.values() for op in seq):
         op.cls, op.why = rules.classify(
             op.type, op.name, op.core, op.bytes, op.dur_us,
             is_matmul=True if op.sig is not None else None,
-            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None)
+            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
+            pipes=op.pipes, hbm_bps=hbm_bps)
     other = _OtherStreams(per)
     _merge_communication(per)
     steps = {k[0] for k in per}

@@ -34,6 +34,15 @@ class _Op:
     cls: str = ""
     why: str = ""
     group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
+    psum: list[float] | None = None   # duration-weighted sums of the PipeUtilization ratios
+    pdur: float = 0.0                 # ... and the duration they cover
+
+    @property
+    def pipes(self) -> tuple[float, ...] | None:
+        """(aic_mac, aic_mte2, aiv_vec, aiv_mte2) ratios, duration-weighted over its kernels."""
+        if self.psum is None or self.pdur <= 0:
+            return None
+        return tuple(x / self.pdur for x in self.psum)
 
     def pred(self) -> PredOp:
         return PredOp(self.type, self.name, self.cls, self.why, round(self.dur_us, 3), self.bytes,
@@ -75,10 +84,13 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
                   "output_dtypes", "output_formats")
     shapes = list(zip(*(df[c].to_list() if c in cols else [None] * df.height
                         for c in shape_cols)))
+    pipes = list(zip(*(df[c].cast(pl.Float64, strict=False).to_list() if c in cols
+                       else [None] * df.height for c in PIPES)))
     per: dict[tuple, list[_Op]] = defaultdict(list)
     for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch) in \
             enumerate(zip(*get)):
         dur = float(dur or 0.0)
+        pr = pipes[i] if any(x is not None for x in pipes[i]) else None
         nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else _row_bytes(*shapes[i])
         seq = per[(step, stream)]
         stack = stack or ""
@@ -90,13 +102,29 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
             last.dur_us = (last.end - last.start) / 1000
             last.bytes += nbytes
             last.type = launch
+            _add_pipes(last, pr, dur)
             continue
         op = _Op(i, typ or name or "?", name or "", core, int(start), end, dur, nbytes, sig,
                  ins or "", stack, step, stream)
         if launch:
             op.group = (launch, stack)
+        _add_pipes(op, pr, dur)
         seq.append(op)
     return per
+
+
+PIPES = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio")
+
+
+def _add_pipes(op: _Op, pr, dur: float) -> None:
+    if pr is None:
+        return
+    w = max(dur, 1e-3)
+    if op.psum is None:
+        op.psum = [0.0] * len(PIPES)
+    for k, x in enumerate(pr):
+        op.psum[k] += (x or 0.0) * w
+    op.pdur += w
 
 def _merge_communication(per: dict[tuple, list[_Op]]) -> None:
     """HCCL rows carry no stream id, yet a compute stream that idles while one runs waits on it:

@@ -46,7 +46,9 @@ def test_llama_example_one_site_by_default(llama_roof, llama_src, tmp_path):
     assert site.max_size > 0 and isinstance(site.max_size, int)
     assert site.basis.bound_by in {c.name for c in site.basis.caps} | {"coefficient"}
     assert site.evidence["window"]["branch"] in ("3a", "3b")
-    assert site.mapping == "stack" and site.max_tokens == 64
+    assert site.mapping == "stack" and site.max_tokens is None
+    # the decode guard reads the tokens per sequence of the dependency, [batch, seq, hidden]
+    assert (site.guard.expr, site.guard.dim, site.guard.max_len) == ("hidden_states", 1, 64)
     assert site.target.file == "../model/modeling_llama.py"
     assert {r.reason_code for r in rej} >= {reasons.MAX_SITES, reasons.NO_SAFE_WINDOW}
     # the plan round-trips through YAML and validates

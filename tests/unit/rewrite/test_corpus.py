@@ -4,7 +4,7 @@ random-weight models.
 
 - switch off: outputs bit-identical to the original file's model with the same weights;
 - switch on, under the recording torch_npu stub: every site fires with the planned weight tensor
-  (by identity), a dependency, the planned size, in plan order; the graph-order check passes.
+  (by identity), a dependency, the planned size, in one order per layer; the graph-order check passes.
 """
 
 from __future__ import annotations

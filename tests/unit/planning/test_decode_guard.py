@@ -1,0 +1,99 @@
+"""Issue 10 item 7 (analyze side): decode vs prefill by tokens per sequence (query length), not
+the total token count; the plan names the tensor and dim the runtime guard reads. GENERATED
+profiles (tests/matrix decodegen, examples/synth) and the REAL transformers sources (copied at
+test time)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cannbot_prefetch import hardware, reasons
+from cannbot_prefetch.plan.build import PlanOptions, build_plan
+from cannbot_prefetch.plan.phase import seq_len
+from cannbot_prefetch.profiling.load import load_profile
+from cannbot_prefetch.roofline.classify import classify
+
+HEADS = {32}
+
+
+@pytest.mark.parametrize("dims, want", [
+    ((256, 32, 1, 128), 1),        # BNSD decode, batch 256
+    ((256, 1, 32, 128), 1),        # BSND decode
+    ((1, 32, 128, 128), 128),      # BNSD prefill of 128 tokens
+    ((4, 128, 32, 128), 128),      # BSND prefill
+    ((8, 1, 4096), 1),             # BSH, hidden = 32 x 128
+    ((300, 32, 128), None),        # TND (varlen): tokens per sequence are not in the shape
+    ((2, 16, 8, 128), None),       # neither dim is the head count: unreadable
+])
+def test_query_length_from_the_attention_query(dims, want):
+    assert seq_len(dims, HEADS, 128) == want
+
+
+def test_decode_at_batch_256_is_planned(tmp_path, copy_src):
+    """GENERATED Llama-3.1-8B decode at batch 256 on 910B4 (the matrix's profile; ridge ~307: the
+    linears stay memory-bound): M = 256 tokens, but one token per sequence, so it is decode."""
+    from dataclasses import replace
+    from decodegen import MATRIX, generate
+    src = copy_src("llama", tmp_path / "m")
+    g = generate(replace(MATRIX["llama8b-b256-short-tp1-910B4"], steps=2, model_src=str(src)),
+                 tmp_path / "p")
+    prof = load_profile(g.profile)
+    hw = hardware.load("910B4")
+    plan, _, rej = build_plan(classify(prof.table, hw), prof.info, hw, src, g.config_path,
+                              PlanOptions(max_sites=4))
+    assert not [r for r in rej if r.reason_code == reasons.PREFILL]
+    assert plan.sites
+    for s in plan.sites:
+        assert s.guard is not None and s.guard.max_len == 64 and s.max_tokens is None
+        assert s.guard.dim == 1      # [batch, seq, ...]: never heads, never batch
+        assert "input_ids" in s.evidence["decode_guard"], s.evidence["decode_guard"]
+
+
+def test_prefill_is_told_by_tokens_per_sequence(tmp_path, copy_src, examples_dir):
+    from synth.writer import generate
+    out = generate(examples_dir / "llama3.2-1b-en" / "config.json", tmp_path / "p", layers=2,
+                   steps=2, phase="prefill", seq_len=128, stacks="outer")
+    prof = load_profile(out)
+    hw = hardware.load("910B3")
+    plan, _, rej = build_plan(classify(prof.table, hw), prof.info, hw,
+                              copy_src("llama", tmp_path / "m"),
+                              examples_dir / "llama3.2-1b-en" / "config.json", PlanOptions())
+    assert plan.sites == ()
+    prefill = [r for r in rej if r.reason_code == reasons.PREFILL]
+    assert prefill and all("128 tokens per sequence (query length" in r.reason for r in prefill)
+
+
+def test_the_guard_names_a_tensor_and_its_sequence_dim(copy_src, tmp_path, examples_dir):
+    """HF Llama (GENERATED llama3.2-1b-en profile): gate_proj's prefetch before the decoder
+    layer's post_attention_layernorm reads the layer's input `hidden_states`, traced back to the
+    model's `input_ids` [batch, seq] through embed_tokens; o_proj's before attention_interface
+    depends on query_states, whose last assignment is a free function's output
+    (apply_rotary_pos_emb: layout unknown), so its guard reads the attention's input
+    `hidden_states` [batch, seq, hidden] instead. Dim 1 counted from the front: never heads."""
+    prof = load_profile(examples_dir / "llama3.2-1b-en" / "profile")
+    hw = hardware.load("910B3")
+    _, design, _ = build_plan(classify(prof.table, hw), prof.info, hw,
+                              copy_src("llama", tmp_path),
+                              examples_dir / "llama3.2-1b-en" / "config.json",
+                              PlanOptions(max_sites=6))
+    by = {v.site.target.attr: v.site for v in design.sites}
+    for attr in ("gate_proj", "o_proj"):
+        g, why = by[attr].guard, by[attr].evidence["decode_guard"]
+        assert (g.expr, g.dim, g.max_len) == ("hidden_states", 1, 64), why
+        assert "input_ids" in why and "embed_tokens" in why, why
+    assert "apply_rotary_pos_emb" in by["o_proj"].evidence["decode_guard"]
+
+
+def test_a_flattened_dependency_guards_on_the_unflattened_input(copy_src, tmp_path, examples_dir):
+    """Qwen3-MoE's sparse block flattens its input (`hidden_states.view(-1, hidden_dim)`) before
+    the experts: [tokens, hidden] has no per-sequence dim, so the guard reads the block's input
+    `hidden_states` [batch, seq, hidden] instead (manual mode: traced through the forward pass's
+    callers to the model's input)."""
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"),
+                            copy_src("qwen3_moe", tmp_path),
+                            examples_dir / "qwen3-moe" / "config.json",
+                            PlanOptions(targets=("Qwen3MoeExperts.gate_up_proj",)))
+    s = plan.sites[0]
+    assert s.dependency == "hidden_states_reshaped"
+    assert (s.guard.expr, s.guard.dim) == ("hidden_states", 1), s.evidence["decode_guard"]
+    assert "input_ids" in s.evidence["decode_guard"]
