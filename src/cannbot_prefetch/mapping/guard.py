@@ -3,8 +3,9 @@
 per sequence, and the call prefetches only while `tensor.shape[dim] <= max_len`.
 
 A value's layout is traced back through the source, never guessed from its name:
-- the model's own input (a parameter of the outermost forward: `input_ids` [B, S],
-  `inputs_embeds` [B, S, H]) is batch-first, the sequence at dim 1;
+- the model's token input (`input_ids` [B, S], `inputs_embeds` [B, S, H] of the outermost
+  forward; no other input such as `use_cache` or `attention_mask`) is batch-first, the sequence
+  at dim 1;
 - a parameter of an inner forward takes the layout of the argument its caller passes (the call
   path the mapping found), so `Qwen3MoeExperts.forward(hidden_states)` called with
   `hidden_states.view(-1, hidden_dim)` is known to be flattened;
@@ -32,6 +33,9 @@ from .source import Hop, ModelSource
 FLAT = -1                    # a layout with no per-sequence dim
 _KEEP = {"contiguous", "to", "float", "half", "bfloat16", "type_as", "clone", "detach"}
 _DEPTH = 24                  # values followed through assignments and callers
+# the model forward's token inputs (transformers' batch-first convention: [B, S] / [B, S, H]);
+# any other input (use_cache, attention_mask, position_ids) is not taken for the hidden stream
+_MODEL_INPUTS = {"input_ids", "inputs_embeds", "decoder_input_ids", "decoder_inputs_embeds"}
 
 
 class _Trace:
@@ -53,7 +57,7 @@ class _Trace:
                 continue
             value = _value_for(s, name)
             if value is None:
-                return None, f"'{name}' is assigned by `{code_of(s.node).strip()[:60]}`"
+                return None, f"'{name}' is assigned by `{_short(s.node)}`"
             return self.expr(value, depth, j)
         if name in m.params:
             return self.param(m, name, depth)
@@ -64,6 +68,8 @@ class _Trace:
         if hop.stmt < 0:
             return None, f"parameter '{name}': {hop.cls}.{hop.method} is not reached by the forward pass"
         if depth == 0:
+            if name not in _MODEL_INPUTS:
+                return None, f"'{name}' is an input of {hop.cls}.{hop.method} but not a token input"
             return 1, (f"'{name}', an input of {hop.cls}.{hop.method}, the model's forward: "
                        "[batch, seq, ...]")
         caller = self.path[depth - 1]
@@ -79,7 +85,7 @@ class _Trace:
 
     # -- an expression in a method, before statement k
     def expr(self, e: cst.BaseExpression, depth: int, k: int) -> tuple[int | None, str]:
-        text = code_of(e).strip()[:60]
+        text = _short(e)
         if isinstance(e, cst.Name):
             return self.name(e.value, depth, k)
         if isinstance(e, cst.BinaryOperation):
@@ -113,6 +119,11 @@ class _Trace:
                         return 3 - dim, f"`{text}` of {why}"
                     return dim, why
         return None, f"`{text}`: layout unknown"
+
+
+def _short(node: cst.CSTNode) -> str:
+    """A node's code on one line, cut to 60 characters (for the plan's `decode_guard` text)."""
+    return " ".join(code_of(node).split())[:60]
 
 
 def _value_for(s, name: str) -> cst.BaseExpression | None:
