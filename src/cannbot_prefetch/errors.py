@@ -17,6 +17,13 @@ class CannbotError(Exception):
         self.path = path
         super().__init__(message)
 
+    @property
+    def status(self):
+        """The `Status` a result would carry for this failure (its value is the exit code)."""
+        from .status import Status
+
+        return Status(self.exit_code)
+
     def __str__(self) -> str:
         text = f"{self.path}: {self.message}" if self.path else self.message
         if self.hint:

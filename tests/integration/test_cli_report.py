@@ -250,12 +250,12 @@ def test_plan_alone_writes_the_expected_gain_and_the_ab_script(tmp_path):
 def test_plan_alone_gives_the_plans_own_number(tmp_path):
     # an analyze plan records its benefit inputs: without any profile the report still shows the
     # plan's per-step saving, computed by the same function for the plan's hardware
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+    from cannbot_prefetch import analyze
     transformers = pytest.importorskip("transformers")
     site_packages = str(Path(transformers.__file__).resolve().parents[1])
-    analyze(AnalyzeOptions(profile=str(LLAMA / "profile"), model_src="transformers.models.llama.modeling_llama",
-                           model_config=str(LLAMA / "config.json"), out=str(tmp_path / "a"),
-                           src_map=(("/usr/local/lib/python3.10/site-packages", site_packages),)))
+    analyze(str(LLAMA / "profile"), model_src="transformers.models.llama.modeling_llama",
+            model_config=str(LLAMA / "config.json"), out=str(tmp_path / "a"),
+            src_map=(("/usr/local/lib/python3.10/site-packages", site_packages),)).save()
     plan = yaml.safe_load((tmp_path / "a" / "prefetch_plan.yaml").read_text())
     res = _run("--plan", tmp_path / "a" / "prefetch_plan.yaml", "--out", tmp_path / "r" / "report.md", "--json")
     assert res.exit_code == 0, res.output

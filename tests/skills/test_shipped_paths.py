@@ -160,9 +160,8 @@ def test_flags_named_by_outputs_exist():
 
 
 def test_warmup_note_names_a_real_flag(tmp_path):
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+    from cannbot_prefetch import analyze
 
-    doc = analyze(AnalyzeOptions(profile=str(REPO / "examples" / "llama3.2-1b-en" / "profile"),
-                                 out=str(tmp_path))).doc
+    doc = analyze(str(REPO / "examples" / "llama3.2-1b-en" / "profile")).to_json()
     note = next(n for n in doc["notes"] if "warm-up" in n)
     assert "include_warmup" not in note and "--steps 1:3" in note

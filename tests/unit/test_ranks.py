@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from cannbot_prefetch import reasons
 from cannbot_prefetch.cli import app
-from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+from cannbot_prefetch import analyze
 from cannbot_prefetch.ranks import CrossRank, RankSig, RankView, signature_key
 from cannbot_prefetch.windows import Candidate, PredOp, TargetSig, Window, WindowResult
 
@@ -84,7 +84,7 @@ def real_job(samples, tmp_path) -> Path:
 
 @pytest.mark.samples
 def test_every_rank_read_with_per_rank_statistics(real_job):
-    doc = analyze(AnalyzeOptions(profile=str(real_job), rank="all", hardware="910B3")).doc
+    doc = analyze(str(real_job), rank="all", hardware="910B3").to_json()
     ranks = doc["ranks"]
     assert doc["profile"]["ranks"] == [0, 1, 2, 3] and doc["profile"]["path"] == str(real_job)
     assert [r["rank"] for r in ranks["ranks"]] == [0, 1, 2, 3]
@@ -117,8 +117,8 @@ def test_rank_all_through_the_cli(real_job):
 
 @pytest.mark.samples
 def test_rank_all_on_one_profile_is_that_rank(samples):
-    doc = analyze(AnalyzeOptions(profile=str(samples / L1 / "rank1_ascend_pt"), rank="all",
-                                 hardware="910B3")).doc
+    doc = analyze(str(samples / L1 / "rank1_ascend_pt"), rank="all",
+                  hardware="910B3").to_json()
     assert [r["rank"] for r in doc["ranks"]["ranks"]] == [1]
 
 
@@ -136,9 +136,9 @@ def _llama_job(tmp_path: Path, edits: dict) -> Path:
 
 
 def _plan(job: Path, tmp_path: Path) -> dict:
-    return analyze(AnalyzeOptions(
-        profile=str(job), rank="all", model_src=str(_llama_source()),
-        model_config=str(LLAMA / "config.json"), out=str(tmp_path / "out"))).doc
+    planned = analyze(str(job), rank="all", model_src=str(_llama_source()),
+                      model_config=str(LLAMA / "config.json"), out=str(tmp_path / "out"))
+    return planned.to_json(planned.save())
 
 
 def _llama_source() -> Path:

@@ -1,4 +1,4 @@
-"""The `cannbot` console script. Typer only: parse, call pipeline, render, exit code. No logic.
+"""The `cannbot` console script. Typer only: parse, call the API (api/), render, exit code. No logic.
 
 One module per command keeps the seams apart (analyze.py, apply.py, verify.py, report.py,
 hardware.py); this module holds the app, the shared options and the error boundary: every

@@ -1,4 +1,4 @@
-"""`cannbot prefetch analyze`: parse flags, call pipeline.analyze, render (Rich or --json)."""
+"""`cannbot prefetch analyze`: parse flags, call api.analyze, save the plan, render (Rich or --json)."""
 
 from __future__ import annotations
 
@@ -85,10 +85,10 @@ def analyze(
 ) -> None:
     """Find memory-bound MatMul-family operators (roofline + counters); with --model-src, plan prefetches."""
     def body():
+        from ..api import Planned, analyze as run_analyze
         from ..errors import InputError
         from ..hardware import parse_peak_overrides
         from ..i18n import Msg
-        from ..pipeline import AnalyzeOptions, analyze as run_analyze
         from .progress import status
 
         if mode not in ("eager", "ge_graph", "npugraph_ex"):
@@ -100,25 +100,32 @@ def analyze(
                           ("--max-size-cap", max_size_cap), ("--experts-per-rank", experts_per_rank)):
             if val is not None and val < 1:    # 0 is a value, never "not given"
                 raise InputError(Msg("analyze.at_least_1", name=name))
-        opts = AnalyzeOptions(
-            profile=profile, rank=_parse_rank(rank), run=run, step=step, steps=_parse_steps(step, steps),
-            hardware=hardware, hbm_bw_tbps=hbm_bw, peak_tflops=parse_peak_overrides(peak_tflops),
-            cmo_bw_gbps=cmo_bw, top=top, lookback=lookback, model_src=model_src,
-            model_config=model_config, src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
-            experts_per_rank=experts_per_rank, targets=tuple(target), window=(window[0] if len(window) == 1 else tuple(window) or None), dtype=dtype,
-            mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out, lang=lang)
         with status(lang) as tick:
-            return run_analyze(opts, progress=tick)
+            result = run_analyze(
+                profile, rank=_parse_rank(rank), run=run, step=step,
+                steps=_parse_steps(step, steps),
+                hardware=hardware, hbm_bw_tbps=hbm_bw,
+                peak_tflops=parse_peak_overrides(peak_tflops), cmo_bw_gbps=cmo_bw, top=top,
+                lookback=lookback, model_src=model_src, model_config=model_config,
+                src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
+                experts_per_rank=experts_per_rank, targets=tuple(target),
+                 window=window[0] if len(window) == 1 else tuple(window) or None,
+                dtype=dtype, mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out,
+                lang=lang, progress=tick)
+        written = result.save() if isinstance(result, Planned) else []
+        return result, result.to_json(written)
 
-    result = guarded(debug, body, json_out=json_out, lang=lang)
+    result, doc = guarded(debug, body, json_out=json_out, lang=lang)
     from ..i18n import t
 
-    for w in result.warnings:
+    for w in result.analysis.warnings:
         print(t("cli.warning", lang, text=w), file=sys.stderr)
     if json_out:
-        sys.stdout.write(json.dumps(result.doc, indent=2, ensure_ascii=False, default=str) + "\n")
-        return
-    render(result.doc, top, lang)
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n")
+    else:
+        render(doc, top, lang)
+    if result.status:
+        raise typer.Exit(result.status.exit_code)
 
 
 def _fmt(v, digits=1) -> str:

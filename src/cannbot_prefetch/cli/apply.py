@@ -15,7 +15,6 @@ the reason; the other sites are still shown, and written with --write.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -90,51 +89,6 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
         out.print(t("apply.none", lang))
 
 
-def _helper_summary(f) -> dict:
-    new = f.new or ""
-    return {"action": "remove" if f.new is None else "write" if f.old is None else "update",
-            "lines": len(new.splitlines()),
-            "sha256": hashlib.sha256(new.encode("utf-8")).hexdigest() if f.new is not None else None}
-
-
-def _json_doc(changes) -> dict:
-    """Changes.to_json with consistent flags: `pending` = changes not written yet, `written` =
-    this run wrote them; the helper module is summarised, not shown as a 100-line diff."""
-    doc = changes.to_json()
-    doc["written"] = bool(changes.written)
-    doc["pending"] = bool(changes.pending and not changes.written)
-    doc["changed_files"] = [f.path for f in changes.files if f.status == "changed"]
-    for fj, f in zip(doc["files"], changes.files):
-        if f.kind == "helper" and f.status == "changed":
-            fj["diff"] = ""
-            fj["helper"] = _helper_summary(f)
-    return doc
-
-
-def _refuse_installed(changes, writing: bool, allow_installed: bool, lang: str) -> list[str]:
-    """InputError for a file of an installed package (unless allowed) or a read-only one;
-    returns the preview warnings of a dry run."""
-    from ..errors import InputError
-    from ..i18n import Msg
-    from ..rewrite.installed import installed_location, unwritable
-
-    warnings = []
-    for f in changes.files:
-        if f.status != "changed":
-            continue
-        name = Path(f.path).name
-        where = installed_location(f.path)
-        if where is not None and not allow_installed:
-            if writing:
-                raise InputError(Msg("apply.installed", where=where, path=f.path, name=name),
-                                 path=f.path)
-            warnings.append(Msg("apply.installed_preview", where=where, path=f.path).render(lang))
-        why = unwritable(f.path)
-        if why is not None and writing:
-            raise InputError(Msg("apply.readonly", why=why, path=f.path, name=name), path=f.path)
-    return warnings
-
-
 @prefetch.command("apply")
 def apply(
     plan: Annotated[Path, typer.Argument(help="prefetch_plan.yaml written by analyze.")],
@@ -161,45 +115,48 @@ def apply(
     out = make_console(stderr=as_json)
 
     def body() -> int:
+        from .. import api
         from ..errors import InputError
         from ..i18n import Msg
-        from ..pipeline import apply_plan, commit_changes, settle_changes
 
         if write and check:
             raise InputError(Msg("apply.write_and_check"))
-        changes = apply_plan(plan, revert=revert, helper=helper, root=root)
+        kw = dict(helper=helper, root=root, allow_installed=allow_installed, lang=lang)
+        if check:
+            rw = api.check(plan, revert=revert, **kw)
+        else:
+            rw = (api.revert if revert else api.apply)(plan, **kw)
         writing = (write or revert) and not check
-        changes.warnings.extend(_refuse_installed(changes, writing, allow_installed, lang))
-        n = sum(f.status == "changed" for f in changes.files)
+        if writing:
+            rw.ensure_writable()
+        n = sum(f.status == "changed" for f in rw.files)
         if not as_json:
-            _render(changes, lang, err, out)
-        # a planned site apply refuses (the source no longer allows it): exit 1, naming it,
-        # after the other sites are shown (and written with --write)
-        refused = [] if revert else changes.refused
-        if refused:
-            err.print(t("apply.refused_exit", lang, n=len(refused),
-                        sites="; ".join(f"{r.site}: {r.reason}" for r in refused)))
-        fail = 1 if refused else 0
-        if writing and changes.pending:
+            _render(rw.changes, lang, err, out)
+        # a planned site apply refuses (the source no longer allows it): exit 1 (Rewrite.status),
+        # naming it, after the other sites are shown (and written with --write)
+        if rw.refused_sites:
+            err.print(t("apply.refused_exit", lang, n=len(rw.refused_sites),
+                        sites="; ".join(f"{r.site}: {r.reason}" for r in rw.refused_sites)))
+        if writing and rw.pending:
             if not (yes or revert):
                 if not _interactive():
                     raise InputError(Msg("apply.notty"))
                 if not typer.confirm(t("apply.ask", lang, n=n), default=False, err=True):
                     err.print(t("apply.aborted", lang))
-                    return _done(changes, as_json, fail)
-            commit_changes(changes)
-            b = str(Path(changes.backups[0]).parent) if changes.backups else "-"
+                    return _done(rw, as_json)
+            rw.write()
+            b = str(Path(rw.changes.backups[0]).parent) if rw.changes.backups else "-"
             err.print(t("apply.reverted" if revert else "apply.wrote", lang, n=n, b=b))
-            return _done(changes, as_json, fail)
+            return _done(rw, as_json)
         if writing:   # nothing to write: still tidy what a killed run left (temp files, status)
-            for note in settle_changes(changes):
+            for note in rw.write():
                 err.print(note)
-        if check and changes.pending:
+        if rw.check and rw.pending:
             err.print(t("apply.revert_pending" if revert else "apply.pending", lang, n=n))
-            return _done(changes, as_json, 1)
-        if changes.pending:
+            return _done(rw, as_json)
+        if rw.pending:
             err.print(t("apply.dry", lang))
-        return _done(changes, as_json, fail)
+        return _done(rw, as_json)
 
     code = guarded(debug, body, json_out=as_json, lang=lang)
     if code:
@@ -210,7 +167,7 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def _done(changes, as_json: bool, code: int) -> int:
+def _done(rw, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(_json_doc(changes), indent=2, ensure_ascii=False))
-    return code
+        print(json.dumps(rw.to_json(), indent=2, ensure_ascii=False))
+    return rw.status.exit_code

@@ -1,4 +1,5 @@
-"""`cannbot prefetch report`: parse flags, call pipeline.report, render (rich or --json)."""
+"""`cannbot prefetch report`: parse flags, call api.report, write, render (rich or --json), exit
+with the result's status (3 when the report carries a mismatch banner)."""
 
 from __future__ import annotations
 
@@ -30,35 +31,35 @@ def report(
     noise, with the window not degraded and the outputs identical (docs/report.md).
     """
     def body():
-        from ..errors import ReportMismatch
-        from ..pipeline import report as run
+        from ..api import report as run
         from .progress import status
 
-        try:
-            with status(lang) as tick:
-                return run(plan, baseline, optimized=optimized, verify_result=verify_result,
-                           out=out, lang=lang, hardware=hardware, rank=rank,
-                           steps=parse_steps(steps), progress=tick), None
-        except ReportMismatch as err:
-            result = getattr(err, "result", None)
-            if result is None:
-                raise
-            return result, err
+        with status(lang) as tick:
+            result = run(plan, baseline, optimized=optimized, verify_result=verify_result,
+                         hardware=hardware, rank=rank, steps=parse_steps(steps), progress=tick)
+        written = result.write(out, lang)
+        return result, written
 
-    (data, written, doc), mismatch = guarded(debug, body, json_out=as_json, lang=lang)
+    result, written = guarded(debug, body, json_out=as_json, lang=lang)
     from ..i18n import t
 
+    data = result.data
     detected = str(data.hardware.get("detected_from") or "")
     if "assum" in detected.lower():
         print(t("cli.warning", lang, text=t("report.assumed_hardware", lang,
                                             name=data.hardware.get("name"), detected=detected)),
               file=sys.stderr)
     if as_json:
-        print(json.dumps(doc, indent=2, ensure_ascii=False, default=str))
+        print(json.dumps(result.to_json(written), indent=2, ensure_ascii=False, default=str))
     else:
         from ..report.console import print_summary
         print_summary(data, written, lang, make_console(highlight=False))
-    if mismatch is not None:
+    if result.status:
+        from ..api.reporting import report_path
+        from ..errors import ReportMismatch
         from . import error_text
+
+        mismatch = ReportMismatch(result.mismatch_text(), path=str(report_path(out)),
+                                  hint="report written with a mismatch banner")
         print(t("cli.error", lang, text=error_text(mismatch, lang)), file=sys.stderr)
-        raise typer.Exit(mismatch.exit_code)
+        raise typer.Exit(result.status.exit_code)

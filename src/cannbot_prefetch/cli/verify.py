@@ -36,12 +36,14 @@ def verify(
         from rich import box
         from rich.table import Table
 
+        from ..api import verify as run
         from ..i18n import t, texts
-        from ..pipeline import verify as run
         from .progress import status
 
         with status(lang) as tick:
-            result = run(plan, factory, out=out, progress=tick, model_config=model_config)
+            result = run(plan, factory, progress=tick, model_config=model_config)
+        if out is not None:
+            result.save(out)
         if as_json:
             print(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
         else:
@@ -60,12 +62,12 @@ def verify(
         err = make_console(stderr=True)
         if not result.checks:
             err.print(t("verify.no_checks", lang))
-            return 1
-        if failed:
+        elif failed:
             err.print(t("verify.failed", lang, n=len(failed)))
-            return 1
-        err.print(t("verify.ok", lang, n=len(result.checks)))
-        return 0
+        else:
+            err.print(t("verify.ok", lang, n=len(result.checks)))
+        return result.status.exit_code
 
-    if guarded(debug, body, json_out=as_json, lang=lang):
-        raise typer.Exit(1)
+    code = guarded(debug, body, json_out=as_json, lang=lang)
+    if code:
+        raise typer.Exit(code)

@@ -1,7 +1,7 @@
 """Steps 1-3 of seed 003's automatic analysis, and the manual mode: windows -> mapping -> sizing
 -> Plan (+ what the design document needs).
 
-The call `pipeline.analyze()` makes (roofline is None in manual mode without a profile):
+The call `pipeline.build_plan()` makes (roofline is None in manual mode without a profile):
 
     from cannbot_prefetch.plan.build import PlanOptions, build_plan
     opts = PlanOptions(lookback=args.lookback, tp=args.tp, moe_tp=args.moe_tp,
@@ -123,16 +123,8 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     else:
         if roofline is None:
             raise InputError("a profile is needed unless --target is given (manual mode)")
-        signatures, targets, not_targets = _targets(roofline, opts, pol, cfg)
+        signatures, not_targets, res = _windows(roofline, opts, pol, cfg, hw)
         rejections += not_targets
-        if opts.ranks is not None:
-            targets, off_rank = opts.ranks.targets(targets)
-            rejections += off_rank
-        res = find_windows(roofline.table, targets, lookback=opts.lookback,
-                           min_window_us=opts.min_window_us,
-                           all_signatures=roofline.signatures, hbm_bps=_hbm(hw))
-        if opts.ranks is not None:
-            res = opts.ranks.windows(res)
         rejections += res.rejections
         notes += res.notes
         mapped_any = False
@@ -171,6 +163,31 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         rejections=tuple(rejections), model_files=tuple(ms.files), notes=tuple(notes),
         ranks=opts.ranks)
     return plan, design, tuple(rejections)
+
+
+def target_windows(roofline, options: PlanOptions, cfg: dict[str, Any] | None = None):
+    """Seed steps 1-2 as build_plan takes them, without model source (the API's
+    `Analysis.windows()`): (targets' rejections, WindowResult). `cfg`: the model's config.json,
+    when known (decode vs prefill by query length uses its attention sizes)."""
+    pol = policy()
+    _, not_targets, res = _windows(roofline, _defaults(options, pol), pol, cfg or {},
+                                   getattr(roofline, "hw", None))
+    return not_targets, res
+
+
+def _windows(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, Any], hw):
+    """The targets (memory-bound on every rank that sets their pace, with --rank all) and their
+    windows (the smallest across ranks): (signatures examined, rejections, WindowResult)."""
+    signatures, targets, not_targets = _targets(roofline, opts, pol, cfg)
+    if opts.ranks is not None:
+        targets, off_rank = opts.ranks.targets(targets)
+        not_targets = [*not_targets, *off_rank]
+    res = find_windows(roofline.table, targets, lookback=opts.lookback,
+                       min_window_us=opts.min_window_us, all_signatures=roofline.signatures,
+                       hbm_bps=_hbm(hw))
+    if opts.ranks is not None:
+        res = opts.ranks.windows(res)
+    return signatures, not_targets, res
 
 
 # ------------------------------------------------------------------------------ pieces

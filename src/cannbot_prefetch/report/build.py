@@ -1,7 +1,7 @@
 """Assemble the report's data: measurements, verdicts, expectations, banners, next plan, chart.
 
 No file IO here: profiles arrive loaded (with their companion frames), the verify result
-arrives parsed; `pipeline.report()` reads and writes. Rendering lives in markdown.py / console.py.
+arrives parsed; report/run.py reads, api/reporting.py writes. Rendering: markdown.py / console.py.
 """
 
 from __future__ import annotations

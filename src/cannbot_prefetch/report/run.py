@@ -1,19 +1,18 @@
-"""`report` end to end: read the inputs, build, render, write, then raise on a mismatch.
+"""`report`'s inputs: read the plan, the profiles and verify.json, and build the ReportData.
 
-Order matters for the exit codes (CONTRACTS.md): every input is read and every output rendered
-before the first file is written (exit 2 leaves nothing behind); a mismatch banner is raised as
-ReportMismatch (exit 3) only after the report is on disk.
+Nothing is written here: api.Report renders every output in memory and writes them in one
+explicit step, so unusable input (InputError, exit 2) leaves nothing behind; a mismatch is data
+(`ReportData.banners`, status MISMATCH, exit 3 once the report is on disk).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError, ReportMismatch
+from ..errors import InputError
 from ..plan import load_plan
 from ..settings import policy
-from .build import build_report, data_to_json, parse_verify
-from .output import render_outputs, write_outputs
+from .build import ReportData, build_report, parse_verify
 
 
 def _companions(profile) -> dict:
@@ -58,8 +57,8 @@ def plan_hardware(plan, hardware: str | None, info=None):
                    + (", with its overrides" if over else "") + "); --hardware overrides it")
 
 
-def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="report.md",
-               lang="en", hardware=None, rank=None, steps=None):
+def read_report(plan_path, baseline, *, optimized=None, verify_result=None, hardware=None,
+                rank=None, steps=None) -> ReportData:
     from ..profiling.load import load_profile
 
     plan = load_plan(plan_path)
@@ -81,17 +80,5 @@ def run_report(plan_path, baseline, *, optimized=None, verify_result=None, out="
     comps = {"baseline": _companions(base)} if base is not None else {}
     if opt is not None:
         comps["optimized"] = _companions(opt)
-    data = build_report(plan, str(plan_path), base, opt, hardware=hw, verify=verify,
+    return build_report(plan, str(plan_path), base, opt, hardware=hw, verify=verify,
                         policy=policy(), companions=comps)
-    out_path = Path(out)
-    if out_path.exists() and out_path.is_dir():
-        out_path = out_path / "report.md"
-    outputs = render_outputs(data, out_path, lang)
-    written = write_outputs(outputs)
-    doc = data_to_json(data, {Path(p).name: p for p in written})
-    if data.banners:
-        err = ReportMismatch("; ".join(b.text for b in data.banners), path=str(out_path),
-                             hint="report written with a mismatch banner")
-        err.result = (data, written, doc)   # the CLI still shows the summary / JSON
-        raise err
-    return data, written, doc

@@ -2,5 +2,5 @@
 
 - legality.py (package level, shared with mapping/): whether a placement is legal, and where.
 - `engine.rewrite_source(code, sites, ...)`: pure, code in, code out (+ what was applied/refused).
-- `files.apply_plan(...)`: file IO around it: hashes, backups, atomic writes, revert.
+- `files.prepare(...)` / `commit` / `settle`: file IO around it: hashes, backups, atomic writes, revert.
 """

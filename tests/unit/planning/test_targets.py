@@ -97,8 +97,8 @@ def test_without_counters_the_roofline_decides(llama3b, src):
 
 
 def test_analyze_without_model_src_lists_the_latency_bound(llama3b):
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
-    doc = analyze(AnalyzeOptions(profile=llama3b.info.path, hardware="910B3")).doc
+    from cannbot_prefetch import analyze
+    doc = analyze(llama3b.info.path, hardware="910B3").to_json()
     assert f"MatMulV3 {KV}" not in [c["signature"] for c in doc["candidates"]]
     assert {"signature": f"MatMulV3 {KV}", "reason_code": reasons.LATENCY_BOUND} .items() <= \
         next(r for r in doc["rejections"] if r["signature"] == f"MatMulV3 {KV}").items()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from cannbot_prefetch import analyze
 from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
 from cannbot_prefetch.profiling.json_stream import TraceStream
 from cannbot_prefetch.profiling.load import load_profile
 
@@ -43,10 +43,9 @@ def _error(path: Path, match: str, **kw) -> InputError:
     "msinsight/server_test_kernel_parse/op_summary_1.csv",
 ])
 def test_model_src_on_profiles_without_shapes(samples, rel, tmp_path):
-    opts = AnalyzeOptions(profile=str(samples / rel), model_src=str(TINY / "model.py"),
-                          model_config=str(TINY / "config.json"), out=str(tmp_path / "out"))
     try:
-        doc = analyze(opts).doc
+        doc = analyze(str(samples / rel), model_src=str(TINY / "model.py"),
+                      model_config=str(TINY / "config.json"), out=str(tmp_path / "out")).to_json()
     except InputError as err:          # refusing is allowed; crashing (TypeError) is not
         assert str(err)
         return

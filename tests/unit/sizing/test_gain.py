@@ -18,14 +18,15 @@ LLAMA = REPO / "examples" / "llama3.2-1b-en"
 @pytest.fixture(scope="module")
 def llama_run(tmp_path_factory):
     pytest.importorskip("transformers")
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze
+    from cannbot_prefetch import analyze
     src = "transformers.models.llama.modeling_llama"
     out = tmp_path_factory.mktemp("llama")
-    res = analyze(AnalyzeOptions(profile=str(LLAMA / "profile"), model_src=src,
-                                 model_config=str(LLAMA / "config.json"), out=str(out),
-                                 src_map=(("/usr/local/lib/python3.10/site-packages",
-                                           str(Path(__import__("transformers").__file__).parents[1])),),
-                                 max_sites=3))
+    res = analyze(str(LLAMA / "profile"), model_src=src,
+                  model_config=str(LLAMA / "config.json"), out=str(out),
+                  src_map=(("/usr/local/lib/python3.10/site-packages",
+                            str(Path(__import__("transformers").__file__).parents[1])),),
+                  max_sites=3)
+    res.save()
     return res, out
 
 
@@ -42,7 +43,7 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
     hw = plan_hardware(plan, None)
     assert hw.name == "910B3" and "the plan's hardware" in hw.detected_from
     design = (out / "prefetch_design.md").read_text()
-    by_json = {c["site"]: c["saving_us"] for c in res.doc["candidates"]}
+    by_json = {c["site"]: c["saving_us"] for c in res.to_json()["candidates"]}
     base = load_profile(str(LLAMA / "profile"))
     rep = build_report(plan, "plan", base, None, hardware=hw, verify=None, policy=policy())
     by_report = {s.site_id: s.step_saving_us for s in rep.expectation.sites}
