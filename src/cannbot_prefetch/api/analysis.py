@@ -144,7 +144,8 @@ class Analysis:
         popts = PlanOptions(
             lookback=lookback, tp=tp, moe_tp=moe_tp, experts_per_rank=experts_per_rank,
             targets=tuple(targets),
-            window=window if window is None or isinstance(window, str) else tuple(window), dtype=dtype, mode=mode, max_sites=max_sites,
+            window=window if window is None or isinstance(window, str) else tuple(window),
+            dtype=dtype, mode=mode, max_sites=max_sites,
             max_size_cap=max_size_cap, src_map=tuple(f"{a}={b}" for a, b in src_map),
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
