@@ -253,7 +253,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
     import torch
 
     from cannbot_prefetch.errors import CannbotError
-    from cannbot_prefetch.pipeline import AnalyzeOptions, analyze, apply_plan
+    from cannbot_prefetch import api
     from cannbot_prefetch.plan import load_plan
     from cannbot_prefetch.verify.stub import stub_torch_npu
 
@@ -305,11 +305,13 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         out_dir = tmp / "out"
 
         def plan_with(ts):
-            return analyze(AnalyzeOptions(model_src=str(model_file),
-                                          model_config=str(tmp / "config.json"),
-                                          targets=tuple(ts), out=str(out_dir)))
+            planned = api.analyze(None, model_src=str(model_file),
+                                  model_config=str(tmp / "config.json"), targets=tuple(ts),
+                                  out=str(out_dir))
+            planned.save()
+            return planned
         try:
-            doc = plan_with(mine).doc
+            doc = plan_with(mine).to_json()
         except CannbotError:
             # the tool stops at the first unplaceable target: find each one's reason
             ok = []
@@ -319,7 +321,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     ok.append(t)
                 except CannbotError as exc:
                     res["rejected"].append({"target": t, "reason": str(exc), "by": "analyze"})
-            doc = plan_with(ok).doc if ok else None
+            doc = plan_with(ok).to_json() if ok else None
         if doc is None:
             res["status"] = "refused"
             return res
@@ -332,7 +334,8 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         if not plan.sites:
             res["status"] = "refused"
             return res
-        changes = apply_plan(plan_path, write=True, root=tmp)
+        changes = api.apply(plan_path, root=tmp)
+        changes.write()
         res["refused"] = [{"site": r.site, "reason": r.reason} for r in changes.refused]
         if res["refused"]:
             res["problems"].append("apply refused a site analyze planned")

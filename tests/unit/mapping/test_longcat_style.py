@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.pipeline import AnalyzeOptions, analyze, apply_plan
+from cannbot_prefetch import api
 from cannbot_prefetch.plan import load_plan
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "longcat_style"
@@ -22,6 +22,21 @@ CONFIG = {"vocab_size": 64, "hidden_size": 32, "ffn_hidden_size": 64, "expert_ff
           "num_layers": 3, "num_attention_heads": 2, "n_routed_experts": 4, "zero_expert_num": 2,
           "moe_topk": 2, "q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4,
           "qk_nope_head_dim": 8, "v_head_dim": 8, "dtype": "bfloat16"}
+
+
+def _analyze(**kw):
+    """analyze as the CLI runs it: plan, then write the plan and design (api.Planned.save)."""
+    res = api.analyze(None, **kw)
+    res.save()
+    return res
+
+
+def _apply(plan, root):
+    """apply --write: the rewrite in memory, then written (api.Rewrite.write)."""
+    rw = api.apply(plan, root=root)
+    rw.write()
+    return rw
+
 
 # (seed 003 row, --target, --window): the seed's target and its dependency window
 SEED = [
@@ -46,10 +61,10 @@ def project(tmp_path):
 
 
 def _plan(project, targets, windows):
-    res = analyze(AnalyzeOptions(model_src=str(project / "lcstyle"),
-                                 model_config=str(project / "config.json"), targets=tuple(targets),
-                                 window=tuple(windows), out=str(project / "out")))
-    return res.doc, load_plan(project / "out" / "prefetch_plan.yaml")
+    res = _analyze(model_src=str(project / "lcstyle"),
+                   model_config=str(project / "config.json"), targets=tuple(targets),
+                   window=tuple(windows), out=str(project / "out"))
+    return res.to_json(), load_plan(project / "out" / "prefetch_plan.yaml")
 
 
 def test_seed_sites_are_placed_where_the_seed_puts_them(project):
@@ -113,7 +128,7 @@ def test_seed_sites_applied_run_and_fire(project):
     from cannbot_prefetch.verify.stub import stub_torch_npu
 
     _, plan = _plan(project, [t for _, t, _ in SEED], [w for _, _, w in SEED])
-    changes = apply_plan(project / "out" / "prefetch_plan.yaml", write=True, root=project)
+    changes = _apply(project / "out" / "prefetch_plan.yaml", root=project)
     assert changes.refused == [] and sorted(changes.applied) == sorted(s.id for s in plan.sites)
     modeling, ffn, helper = _load(project)
     cfg = types.SimpleNamespace(**CONFIG)

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from cannbot_prefetch.pipeline import AnalyzeOptions, analyze, apply_plan  # noqa: E402
+from cannbot_prefetch import api  # noqa: E402
 from cannbot_prefetch.plan import load_plan  # noqa: E402
 from cannbot_prefetch.verify.stub import stub_torch_npu  # noqa: E402
 
@@ -21,6 +21,21 @@ from .corpus import MODELS, copy_model, loaded  # noqa: E402
 
 TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2)
+
+
+def _analyze(**kw):
+    """analyze as the CLI runs it: plan, then write the plan and design (api.Planned.save)."""
+    res = api.analyze(None, **kw)
+    res.save()
+    return res
+
+
+def _apply(plan, root):
+    """apply --write: the rewrite in memory, then written (api.Rewrite.write)."""
+    rw = api.apply(plan, root=root)
+    rw.write()
+    return rw
+
 
 CASES = {
     # target inside `return` (the one-line MLP)
@@ -60,12 +75,12 @@ def test_planned_applied_identical_off_fires_on(family, tmp_path):
     cfg = getattr(transformers, cfg_name)(**kw, attn_implementation="eager")
     src = copy_model(family, tmp_path)
     (tmp_path / "config.json").write_text(cfg.to_json_string(use_diff=False))
-    res = analyze(AnalyzeOptions(model_src=str(src), model_config=str(tmp_path / "config.json"),
-                                 targets=tuple(targets), out=str(tmp_path / "out")))
-    assert res.doc["rejections"] == []
+    res = _analyze(model_src=str(src), model_config=str(tmp_path / "config.json"),
+                   targets=tuple(targets), out=str(tmp_path / "out"))
+    assert res.to_json()["rejections"] == []
     plan = load_plan(tmp_path / "out" / "prefetch_plan.yaml")
     assert len(plan.sites) == len(targets)
-    changes = apply_plan(tmp_path / "out" / "prefetch_plan.yaml", write=True, root=tmp_path)
+    changes = _apply(tmp_path / "out" / "prefetch_plan.yaml", root=tmp_path)
     assert changes.refused == [] and len(changes.applied) == len(targets)
 
     original = __import__(f"transformers.models.{family}.modeling_{family}", fromlist=["x"])
