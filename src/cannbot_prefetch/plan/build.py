@@ -500,7 +500,7 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
             if not isinstance(got, str):
                 e = mapper.events[got[0]]
                 windows_by_attr.setdefault(f"{e.owner}.{e.attr}", c)
-    windows = _windows(opts)
+    windows = _manual_windows(opts)
     for text, window in zip(opts.targets, windows):
         try:
             t = parse_target(text, ms, mapper.roots, mapper.events_of)
@@ -533,7 +533,7 @@ def _manual(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cf
     return out, rej
 
 
-def _windows(opts: PlanOptions) -> list[str | None]:
+def _manual_windows(opts: PlanOptions) -> list[str | None]:
     """--window once for every --target, or once per --target in the same order."""
     w = opts.window
     n = len(opts.targets)
