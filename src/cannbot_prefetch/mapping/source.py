@@ -160,8 +160,14 @@ def _module_file(importer: Path, source: str, roots: list[Path], bound: Path) ->
     `bound` (the model's project); None for anything else (torch, transformers, ...)."""
     level = len(source) - len(source.lstrip("."))
     parts = [p for p in source.lstrip(".").split(".") if p]
-    bases = [importer.parent.parents[level - 2] if level > 1 else importer.parent] if level \
-        else roots
+    if level:
+        up = importer.resolve().parent
+        ups = [up, *up.parents]
+        if level - 1 >= len(ups):      # `from ...x import` above the file system's root
+            return None
+        bases = [ups[level - 1]]
+    else:
+        bases = roots
     for base in bases:
         stem = base.joinpath(*parts) if parts else base
         for cand in (stem.with_suffix(".py"), stem / "__init__.py"):
