@@ -171,7 +171,7 @@ def target_windows(roofline, options: PlanOptions, cfg: dict[str, Any] | None = 
     when known (decode vs prefill by query length uses its attention sizes)."""
     pol = policy()
     _, not_targets, res = _windows(roofline, _defaults(options, pol), pol, cfg or {},
-                                   getattr(roofline, "hw", None))
+                                   getattr(roofline, "hardware", None))
     return not_targets, res
 
 
