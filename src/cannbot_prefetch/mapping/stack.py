@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import InputError
+from ..profiling.stacks import is_framework_frame
 from .source import ModelSource
 
 _FRAME = re.compile(r"^\s*(?P<file>.+?)\((?P<line>\d+)\)\s*:?\s*(?P<func>[^;]*)$")
@@ -85,7 +86,7 @@ def match_file(frame_file: str, ms: ModelSource, src_map=()) -> str | None:
     for f in ms.files:
         if str(Path(f).resolve()) == real:
             return f
-    if "/torch/" in path.replace("\\", "/"):
+    if is_framework_frame(path):
         return None           # torch's own frames (linear.py, module.py) are never the model
     for f in ms.files:
         n = _suffix_len(path, f)

@@ -450,6 +450,8 @@ def _site(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> Si
             "ai": round(float(t.ai or 0), 2), "ridge": round(float(t.ridge or 0), 1),
             "window": {**w.to_dict(), "shift": pl.shift, "source_call": m.window_call,
                        "placed_by": m.precedes_by},
+            # which of the signature's call sites (windows.call_sites): the report measures these
+            "call_site": {"cluster": c.cluster, "clusters": c.clusters, "rank": c.site_rank},
         })
     else:
         ev["window"] = {"shift": pl.shift, "manual": m.window_call or "(nearest legal dependency)"}

@@ -331,7 +331,7 @@ def _absent(r: _Reader, key: str) -> None:
 
 
 # evidence is free-form (shown in the design and the report), but the keys those read are typed
-_EVIDENCE_MAPPINGS = ("signature", "window", "saving_per_op_us", "tuning")
+_EVIDENCE_MAPPINGS = ("signature", "window", "saving_per_op_us", "tuning", "call_site")
 _EVIDENCE_NUMBERS = ("instances_per_step", "mean_us", "t_memory_us", "t_compute_us", "ai", "ridge",
                      "bytes_per_op", "useful_share")
 _EVIDENCE_TEXTS = ("role", "verdict", "measured_verdict", "stack", "call_stack")
@@ -364,6 +364,11 @@ def _evidence(r: _Reader) -> dict[str, Any]:
         for k in ("time_us", "effective_us", "min_us", "raw_us", "overlap_us", "bytes"):
             if ev["window"].get(k) is not None:
                 wr.get(k, float)
+    if isinstance(ev.get("call_site"), dict):
+        cr = er.sub("call_site")
+        for k in ("cluster", "clusters", "rank"):
+            if ev["call_site"].get(k) is not None:
+                cr.integer(k, 0, grammar.INT64_MAX)
     if isinstance(ev.get("saving_per_op_us"), dict):
         pr = er.sub("saving_per_op_us")
         for k in ("low", "mid", "high"):

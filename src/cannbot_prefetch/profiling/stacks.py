@@ -1,4 +1,8 @@
-"""Call stacks for kernel_details rows, borrowed from the trace_view.json beside them.
+"""Call stacks: which frame is the model's, and stacks for kernel_details rows.
+
+A stack is "file(line): func;..." innermost first. It starts inside the framework (torch's
+`linear.py`, torch_npu), so the model's call site is the first frame that is not the framework's
+(configs/op_classes.yaml `framework_frames`): one rule for attribution, mapping and the report.
 
 kernel_details has no stacks; the trace of the same export has them per kernel (via the
 async_npu flows), and both write the same start time, so rows match exactly on start_ns.
@@ -6,11 +10,39 @@ async_npu flows), and both write the same start time, so rows match exactly on s
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import polars as pl
 
 from ..errors import InputError
+from ..settings import op_classes
+
+
+@lru_cache(maxsize=1)
+def _framework() -> tuple[re.Pattern[str], ...]:
+    pats = (op_classes() or {}).get("framework_frames") or []
+    try:
+        return tuple(re.compile(str(p), re.IGNORECASE) for p in pats)
+    except re.error as exc:
+        raise InputError(f"op_classes.yaml: framework_frames: {exc}") from None
+
+
+def is_framework_frame(frame: str) -> bool:
+    """A frame (or just its file path) of the framework, never the model's source."""
+    return any(p.search(frame) for p in _framework())
+
+
+def first_model_frame(stack: str | Sequence[str] | None) -> str:
+    """The innermost frame of a stack that is the model's own ("" when none is)."""
+    frames = stack.split(";") if isinstance(stack, str) else list(stack or ())
+    for fr in frames:
+        fr = str(fr).strip()
+        if fr and not is_framework_frame(fr):
+            return fr
+    return ""
 
 
 def attach_trace_stacks(df: pl.DataFrame, trace_path: Path,

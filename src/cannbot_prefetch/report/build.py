@@ -154,13 +154,8 @@ def _banners(plan: Plan, base: ProfileMeasure, opt: ProfileMeasure | None, th: T
 
 # ---------------------------------------------------------------- roofline
 
-def _roofline(profile, hw, target_keys: set[str], top_n: int):
-    """(points, roof, memory-bound rows, notes) from the roofline stage; empty when unavailable."""
-    try:
-        from ..roofline import classify
-    except ImportError:  # pragma: no cover - the roofline stage ships with the package
-        return [], None, [], ["roofline stage unavailable: no chart points"]
-    roof_obj = classify(profile.table, hw)
+def _roofline(roof_obj, hw, target_keys: set[str], top_n: int):
+    """(points, roof, memory-bound rows, notes) from the baseline's roofline."""
     points = points_from_roofline(roof_obj, target_keys)
     dtype = "bf16"
     if roof_obj.signatures and roof_obj.signatures[0].dtypes:
@@ -200,12 +195,15 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
         return _plan_only(plan, plan_path, hardware, th, policy)
     lookback = int((policy.get("windows") or {}).get("lookback", 3))
     comp = companions or {}
-    base = measure_profile(baseline, plan, "baseline", lookback=lookback,
+    from ..roofline import classify
+    base_roof = classify(baseline.table, hardware)
+    base = measure_profile(baseline, plan, "baseline", roofline=base_roof, lookback=lookback,
                            step_times=comp.get("baseline", {}).get("step_times"),
                            l2_cache=comp.get("baseline", {}).get("l2_cache"))
     opt = None
     if optimized is not None:
         opt = measure_profile(optimized, plan, "optimized", lookback=lookback,
+                              roofline=classify(optimized.table, hardware),
                               step_times=comp.get("optimized", {}).get("step_times"),
                               l2_cache=comp.get("optimized", {}).get("l2_cache"))
     banners = _banners(plan, base, opt, th)
@@ -236,7 +234,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                                  (s.evidence.get("signature") or {}).get("dtypes"))
                    for s in plan.sites if isinstance(s.evidence.get("signature"), dict)}
     top_n = int((policy.get("report") or {}).get("top_n", 10))
-    points, roof, rows, notes = _roofline(baseline, hardware, target_keys, top_n)
+    points, roof, rows, notes = _roofline(base_roof, hardware, target_keys, top_n)
     planned_hw = str(plan.created_from.get("hardware") or "")
     if planned_hw and hasattr(hardware, "matches") and not hardware.matches(planned_hw):
         notes.insert(0, f"the plan was made for {planned_hw}; this report uses {hardware.name} "

@@ -4,7 +4,7 @@ The sizing stage shows `cmo_rate_x_window` as a risk only while the rate is the 
 (285 GB/s, REFERENCE.md §5); once `report` has measured it here, the next plan carries the
 measured rate and the cap binds (sizing.cmo_cap). Rate = the bytes the plan prefetches per step
 (each site's `max_size` x its calls per step) / the summed duration of the CMO tasks per step in
-the optimized profile. Tasks are recognised by type or name (`cmo|prefetch`, report/measure.py).
+the optimized profile. Tasks are recognised by type or name (configs/op_classes.yaml `prefetch_tasks`).
 A task count that differs from the calls per step is said (a prefetch may be split or skipped).
 """
 

@@ -1,8 +1,8 @@
 """Measure a plan's sites in one profile, as frozen values the report compares.
 
-For each site of a plan: the kernels of its target (matched by the evidence signature: type +
-input shapes + dtypes), the window ops right before each target instance on the same stream,
-and per-step statistics of both (mean, stdev, n; the table's steps are used as given, so the
+For each site of a plan (report/sites.py, on analyze's own timeline and attribution): the
+kernels of its call site, the window ops right before each of them on the same stream, and
+per-step statistics of both (mean, stdev, n; the table's steps are used as given, so the
 warm-up step that `load_profile` drops stays dropped). For the profile as a whole: the critical
 path (step time from `step_trace_time.csv`, else the span of each step's kernels, else the span of
 the compute stream), the use of every other stream (CMO / prefetch tasks, and how far each
@@ -25,13 +25,18 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import polars as pl
 
 from ..profiling.table import Profile
+from ..settings import op_classes
+from .sites import measure_site, signature_key  # noqa: F401  (signature_key: report's key)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Plan, Site
 
-CMO_PATTERN = re.compile(r"cmo|prefetch", re.IGNORECASE)
-# Types of the MatMul family, used only to fingerprint a model for the "same model?" check.
-_MATMUL_PATTERN = re.compile(r"matmul|gemm", re.IGNORECASE)
+
+
+def _prefetch_tasks() -> pl.Expr:
+    """Rows that are CMO / prefetch tasks (configs/op_classes.yaml `prefetch_tasks`)."""
+    rx = "(?i)" + "|".join(f"(?:{p})" for p in (op_classes() or {}).get("prefetch_tasks") or [])
+    return pl.col("type").fill_null("").str.contains(rx) | pl.col("name").fill_null("").str.contains(rx)
 
 
 # ---------------------------------------------------------------- values
@@ -156,31 +161,11 @@ class ProfileMeasure:
 
 # ---------------------------------------------------------------- helpers
 
-def norm_dtypes(text: str | None) -> str:
-    if not text:
-        return ""
-    return ";".join(p.strip().upper().removeprefix("DT_") for p in str(text).split(";"))
-
-
-def norm_shapes(text: str | None) -> str:
-    if not text:
-        return ""
-    return str(text).strip().strip('"').replace(" ", "")
-
-
-def signature_key(typ: str | None, shapes: str | None, dtypes: str | None) -> str:
-    return f"{(typ or '').lower()}|{norm_shapes(shapes)}|{norm_dtypes(dtypes)}"
-
-
 def shape_overlap(a: frozenset[str], b: frozenset[str]) -> float | None:
     """Share of MatMul signatures two profiles have in common (Jaccard); None when either has none."""
     if not a or not b:
         return None
     return len(a & b) / len(a | b)
-
-
-def _is_matmul(typ: str | None) -> bool:
-    return bool(typ) and bool(_MATMUL_PATTERN.search(typ)) and "memset" not in typ.lower()
 
 
 def _steps_of(df: pl.DataFrame) -> list[int | None]:
@@ -204,91 +189,7 @@ def _choose_compute_stream(df: pl.DataFrame, preferred: Sequence[str]) -> str | 
     return busy["stream"][0]
 
 
-# ---------------------------------------------------------------- sites
-
-def _shapes_expr(col: str) -> pl.Expr:
-    return pl.col(col).fill_null("").str.replace_all('"', "", literal=True).str.replace_all(" ", "", literal=True).str.strip_chars()
-
-
-def _dtypes_expr(col: str) -> pl.Expr:
-    return (pl.col(col).fill_null("").str.to_uppercase().str.replace_all(" ", "", literal=True)
-            .str.replace_all(r"(^|;)DT_", "${1}"))
-
-
-def _matmul_expr() -> pl.Expr:
-    t = pl.col("type").fill_null("")
-    return t.str.contains(r"(?i)matmul|gemm") & ~t.str.contains(r"(?i)memset")
-
-
-def _match_target(df: pl.DataFrame, sig: dict[str, Any]) -> tuple[pl.DataFrame, str]:
-    typ = str(sig.get("type") or "").lower()
-    shapes = norm_shapes(sig.get("input_shapes"))
-    dtypes = norm_dtypes(sig.get("dtypes") or sig.get("input_dtypes"))
-    if not shapes:
-        return df.clear(), ""
-    cond = _shapes_expr("input_shapes") == shapes
-    if dtypes:
-        cond = cond & (_dtypes_expr("input_dtypes") == dtypes)
-    same = df.filter(cond)
-    exact = same.filter(pl.col("type").fill_null("").str.to_lowercase() == typ)
-    if exact.height:
-        return exact, "signature"
-    # Same shapes and dtypes, another MatMul type (e.g. MatMulV2 -> MatMulV3 across versions).
-    other = same.filter(_matmul_expr())
-    if other.height:
-        return other, "shapes"
-    return df.clear(), ""
-
-
-def _first_model_frame(stack) -> str | None:
-    frames = stack if isinstance(stack, (list, tuple)) else str(stack or "").split(";")
-    for f in frames:
-        f = str(f).strip()
-        if f and "torch/" not in f and "torch\\" not in f:
-            return f
-    return None
-
-
-def _narrow(hits: pl.DataFrame, ev: dict[str, Any], ops: Sequence[str]) -> tuple[pl.DataFrame, str]:
-    """Kernels sharing the signature but not the call site (gate_proj and up_proj have the same
-    shapes): keep those at the plan's call site when the evidence has a stack, else those whose
-    nearest predecessor on the stream is one of the window ops. No narrowing when nothing is left."""
-    frame = _first_model_frame(ev.get("stack") or ev.get("call_stack") or "")
-    if frame and hits["stack"].null_count() < hits.height:
-        sub = hits.filter(pl.col("stack").fill_null("").str.contains(frame, literal=True))
-        if 0 < sub.height < hits.height:
-            return sub, f"{sub.height} of {hits.height} kernels with the signature are at the plan's call site"
-    if ops:
-        wanted = [o.lower() for o in ops]
-        sub = hits.filter(pl.col("_prev_type").fill_null("").str.to_lowercase().is_in(wanted)
-                          | pl.col("_prev_name").fill_null("").str.to_lowercase().is_in(wanted))
-        if 0 < sub.height < hits.height:
-            return sub, (f"{sub.height} of {hits.height} kernels with the signature follow the "
-                         "window ops (the others are another call site)")
-    return hits, ""
-
-
-def _windows(df: pl.DataFrame, hits: pl.DataFrame, ops: Sequence[str], reach: int
-             ) -> dict[int, tuple[int | None, float, float | None, list[str]]]:
-    """Window ops before each target kernel: the nearest `len(ops)` predecessors (within `reach`, on
-    its stream and step) whose type or name is one of the ops: {_ix: (step, busy us, gap us from the
-    first op's start, types found)}."""
-    ks = pl.DataFrame({"_k": list(range(1, reach + 1))}, schema={"_k": pl.Int64})
-    tgt = hits.select("_ix", "step", "_sk", "_ss", "_pos", pl.col("start_ns").alias("_t0"))
-    pred = (tgt.join(ks, how="cross").with_columns((pl.col("_pos") - pl.col("_k")).alias("_pp"))
-            .join(df.select("_sk", "_ss", pl.col("_pos").alias("_pp"), "type", "name", "dur_us", "start_ns"),
-                  on=["_sk", "_ss", "_pp"], how="inner")
-            .sort(["_ix", "_k"]))
-    wanted = [o.lower() for o in ops]
-    hit = (pred.filter(pl.col("type").fill_null("").str.to_lowercase().is_in(wanted)
-                       | pl.col("name").fill_null("").str.to_lowercase().is_in(wanted))
-           .filter(pl.col("_k").rank("ordinal").over("_ix") <= len(wanted)))
-    agg = hit.group_by("_ix").agg(pl.first("step"), pl.first("_t0"), pl.col("dur_us").sum().alias("busy"),
-                                  pl.col("start_ns").min().alias("first"),
-                                  pl.coalesce(pl.col("type"), pl.col("name")).alias("types"))
-    return {int(r["_ix"]): (r["step"], float(r["busy"]), (r["_t0"] - r["first"]) / 1000.0, list(r["types"]))
-            for r in agg.iter_rows(named=True)}
-
+# ---------------------------------------------------------------- L2
 
 def _l2_of_rows(rows: pl.DataFrame, l2: pl.DataFrame | None) -> tuple[float | None, str]:
     hit_cols = [c for c in rows.columns if c.endswith("_cache_hit")]
@@ -318,73 +219,6 @@ def _l2_of_rows(rows: pl.DataFrame, l2: pl.DataFrame | None) -> tuple[float | No
         if v.len():
             return float(v.mean()), "l2_cache.csv (Hit Rate, matched by op name)"
     return None, ""
-
-
-def _measure_site(site: "Site", df: pl.DataFrame, steps: list[int | None], lookback: int,
-                  l2: pl.DataFrame | None) -> SiteMeasure:
-    ev = site.evidence or {}
-    sig = ev.get("signature") or {}
-    if not isinstance(sig, dict):
-        sig = {}
-    hits, how = _match_target(df, sig)
-    if hits.height == 0:
-        return SiteMeasure(site.id, False, note="no kernel with the plan's signature "
-                           f"({sig.get('type', '?')} {sig.get('input_shapes', '?')} "
-                           f"{sig.get('dtypes', '')})")
-    win = ev.get("window") if isinstance(ev.get("window"), dict) else {}
-    ops = [str(o) for o in (win.get("ops") or []) if o]
-    hits, narrowed = _narrow(hits, ev, ops)
-    stream = hits["stream"].drop_nulls().mode().to_list()
-    stream = stream[0] if stream else None
-    reach = len(ops) + max(lookback, 1)
-    wins = _windows(df, hits, ops, reach) if ops else {}
-    per_step_t, per_step_total, per_step_w, per_step_gap, per_step_wait = [], [], [], [], []
-    found_ops: list[str] = []
-    agg = (hits.group_by("_sk").agg(pl.col("dur_us").mean().alias("m"), pl.col("dur_us").sum().alias("s"),
-                                    pl.col("wait_us").fill_null(0.0).mean().alias("w"),
-                                    pl.col("wait_us").is_not_null().any().alias("hw"))
-           .sort("_sk"))
-    for r in agg.iter_rows(named=True):
-        per_step_t.append(float(r["m"]))
-        per_step_total.append(float(r["s"]))
-        if r["hw"]:
-            per_step_wait.append(float(r["w"]))
-    by_step: dict[Any, tuple[list[float], list[float]]] = {}
-    for step, busy, gap, types in wins.values():
-        b, g = by_step.setdefault(step, ([], []))
-        b.append(busy)
-        if gap is not None:
-            g.append(gap)
-        if not found_ops:
-            found_ops = types
-    for step in sorted(by_step, key=lambda x: (x is None, x)):
-        b, g = by_step[step]
-        per_step_w.append(sum(b) / len(b))
-        if g:
-            per_step_gap.append(sum(g) / len(g))
-    unit = "step" if steps != [None] else "instance"
-    if unit == "instance":  # no steps: spread over kernel instances
-        per_step_t = [float(x) for x in hits["dur_us"].to_list()]
-    l2_rate, l2_src = _l2_of_rows(hits, l2)
-    n_steps = max(1, hits["_sk"].n_unique())
-    note = ""
-    if ops and not per_step_w:
-        note = f"window ops {', '.join(ops)} not found before the target on its stream"
-    if narrowed:
-        note = (note + "; " if note else "") + narrowed
-    if how == "shapes":
-        note = (note + "; " if note else "") + (
-            f"matched by shapes and dtypes: the kernel type is {hits['type'][0]}, "
-            f"the plan says {sig.get('type')}")
-    return SiteMeasure(
-        site.id, True, how, str(hits["type"][0] or ""), hits.height, hits.height / n_steps, stream,
-        target=Stat.of(per_step_t, unit),
-        target_total=Stat.of(per_step_total, "step" if unit == "step" else "profile"),
-        window=Stat.of(per_step_w, unit if unit == "step" else "profile"),
-        window_ops=tuple(found_ops),
-        window_gap=Stat.of(per_step_gap, unit if unit == "step" else "profile"),
-        wait=Stat.of(per_step_wait, unit if unit == "step" else "profile"),
-        l2_hit_rate=l2_rate, l2_source=l2_src, note=note)
 
 
 # ---------------------------------------------------------------- critical path and streams
@@ -428,8 +262,7 @@ def step_times_from_trace(step_times: pl.DataFrame | None, steps: Sequence[int |
 
 def _spans(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
     """Per group: first start, last end (ns), busy us, kernels, longest kernel, CMO kernels / us."""
-    cmo = (pl.col("type").fill_null("").str.contains(r"(?i)cmo|prefetch")
-           | pl.col("name").fill_null("").str.contains(r"(?i)cmo|prefetch"))
+    cmo = _prefetch_tasks()
     return (df.with_columns(_end_ns(df).alias("_end"), cmo.alias("_cmo"))
             .group_by(by).agg(pl.col("start_ns").min().alias("t0"), pl.col("_end").max().alias("t1"),
                               pl.col("dur_us").sum().alias("busy"), pl.len().alias("n"),
@@ -503,22 +336,26 @@ def _l2_table(l2: pl.DataFrame | None) -> pl.DataFrame | None:
     return df.with_columns(pl.col("hit_rate").cast(pl.Float64, strict=False))
 
 
-def measure_profile(profile: Profile, plan: "Plan", label: str, *,
+def measure_profile(profile: Profile, plan: "Plan", label: str, *, roofline=None,
                     step_times: pl.DataFrame | None = None, l2_cache: pl.DataFrame | None = None,
                     lookback: int = 3) -> ProfileMeasure:
-    """Every plan site measured in `profile` (see the module docstring)."""
-    df = (profile.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
-          .with_columns(pl.col("step").fill_null(-1).alias("_sk"),
-                        pl.col("stream").fill_null("\x00").alias("_ss"))
-          .with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(["_sk", "_ss"]).alias("_pos"),
-                        pl.col("type").shift(1).over(["_sk", "_ss"]).alias("_prev_type"),
-                        pl.col("name").shift(1).over(["_sk", "_ss"]).alias("_prev_name")))
+    """Every plan site measured in `profile` (see the module docstring). `roofline`: the
+    profile's `roofline.classify()` (the report has it for its chart); classified here if None."""
+    from ..windows import timeline
+
+    if roofline is None:
+        from ..hardware import resolve
+        from ..roofline import classify
+        roofline = classify(profile.table, resolve(None, profile.info))
+    df = (roofline.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
+          .with_columns(pl.col("step").fill_null(-1).alias("_sk")))
+    per, _ = timeline(df, roofline.signatures,
+                      hbm_bps=getattr(roofline.hw, "hbm_bw_bytes_per_s", None))
     info = profile.info
     steps = _steps_of(df)
-    hits_by_site = []
     l2 = _l2_table(l2_cache)
-    for site in plan.sites:
-        hits_by_site.append(_measure_site(site, df, steps, lookback, l2))
+    hits_by_site = [measure_site(site, per, roofline.signatures, df, steps, lookback, l2,
+                                 _l2_of_rows) for site in plan.sites]
     preferred = [m.stream for m in hits_by_site if m.found and m.stream is not None]
     compute = _choose_compute_stream(df, preferred)
     step_stat, step_src = _critical_path(df, steps, compute, step_times)
@@ -531,10 +368,8 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *,
             l2_rate, l2_src = float(v.mean()), "l2_cache.csv (Hit Rate, all ops)"
     if l2_rate is None:
         l2_rate, l2_src = _l2_of_rows(df, None)
-    sigs = frozenset(
-        signature_key(t, s, d)
-        for t, s, d in df.select("type", "input_shapes", "input_dtypes").unique().iter_rows()
-        if _is_matmul(t) and s)
+    sigs = frozenset(signature_key(s.type, s.input_shapes, s.dtypes)
+                     for s in roofline.signatures if s.input_shapes)
     notes = list(info.notes)
     if steps == [None]:
         notes.append("the export has no step ids: statistics are over kernel instances")

@@ -25,9 +25,10 @@ values leave this module, never a DataFrame.
 """
 
 from .classes import WindowRules, default_rules, rules_from
-from .decide import find_windows
+from .clusters import call_sites
+from .decide import find_windows, timeline
 from .types import (COMM, HEAVY, LIGHT, Candidate, PredOp, Rejection, TargetSig, Window,
                     WindowResult)
 
-__all__ = ["COMM", "HEAVY", "LIGHT", "Candidate", "PredOp", "Rejection", "TargetSig", "Window",
+__all__ = ["call_sites", "timeline", "COMM", "HEAVY", "LIGHT", "Candidate", "PredOp", "Rejection", "TargetSig", "Window",
            "WindowResult", "WindowRules", "default_rules", "find_windows", "rules_from"]

@@ -21,13 +21,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _first_model_frame(stack: str) -> str:
-    for fr in stack.split(";"):
-        fr = fr.strip()
-        if fr and "/torch/" not in fr and "site-packages/torch" not in fr and not fr.startswith("<"):
-            return fr
-    return ""
+from ..profiling.stacks import first_model_frame
 
 
 def _period(codes: list[int], is_mm: list[bool]) -> tuple[int, int, int] | None:
@@ -122,7 +116,7 @@ def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]],
     note = ""
     for key, j in sorted(inst, key=lambda kj: (kj[0][0] is None, str(kj[0]), kj[1])):
         seq = per[key]
-        frame = _first_model_frame(seq[j].stack) if seq[j].stack else ""
+        frame = first_model_frame(seq[j].stack) if seq[j].stack else ""
         pu = units.get(key)
         if pu is None:
             layer = 0
@@ -136,3 +130,13 @@ def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]],
     first = lambda m: min(per[k][j].start for k, j in m)
     out = sorted(((m, rank) for (_f, rank), m in groups.items()), key=lambda mr: first(mr[0]))
     return out, note
+
+
+def call_sites(per, sig_ids) -> list[tuple[list[tuple[tuple, int]], int]]:
+    """The call sites of the signatures `sig_ids` on a timeline (`decide.timeline`), as
+    `find_windows` numbers them (Candidate.cluster indexes this list; each with its rank in the
+    layer): the report picks a plan site's instances with it."""
+    want = set(sig_ids)
+    inst = [(key, j) for key, seq in per.items() if key[1] is not None
+            for j, op in enumerate(seq) if op.sig in want]
+    return _cluster(per, inst)[0] if inst else []

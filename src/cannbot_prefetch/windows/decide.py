@@ -156,6 +156,33 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams") -> tuple[LeadOp, .
 
 # ------------------------------------------------------------------------------ main entry
 
+def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
+             hbm_bps: float | None = None) -> tuple[dict[tuple, list], "_OtherStreams"]:
+    """Per (step, stream) op sequences with every op classed (by its counters, else roofline
+    time with `hbm_bps`), communication merged in where a stream waits on it, and the other
+    streams' heavy work. `signatures`: the roofline's (SignatureCost-like; later ones win), so
+    MatMul ops carry their bytes and verdicts. The report measures a plan's sites on this same
+    timeline (report/sites.py)."""
+    rules = rules or default_rules()
+    every = {}
+    for s in signatures:
+        t = TargetSig.of(s)
+        every[t.sig_id] = t
+    sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
+    sig_mb = {k: (v.measured_verdict or v.verdict) == "memory-bound" for k, v in every.items()
+              if (v.measured_verdict or v.verdict) != "unknown"}
+    per = _timelines(df, sig_bytes)
+    for op in (op for seq in per.values() for op in seq):
+        op.cls, op.why = rules.classify(
+            op.type, op.name, op.core, op.bytes, op.dur_us,
+            is_matmul=True if op.sig is not None else None,
+            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
+            pipes=op.pipes, hbm_bps=hbm_bps)
+    other = _OtherStreams(per)
+    _merge_communication(per)
+    return per, other
+
+
 def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | None = None,
                  min_window_us: float | None = None, all_signatures: Sequence[Any] = (),
                  rules: WindowRules | None = None, hbm_bps: float | None = None) -> WindowResult:
@@ -173,20 +200,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     if "sig_id" not in df.columns:
         raise InputError("kernel table has no sig_id column: run the roofline classifier first")
     tsigs = [TargetSig.of(t) for t in targets]
-    every = {TargetSig.of(s).sig_id: TargetSig.of(s) for s in all_signatures}
-    every.update({t.sig_id: t for t in tsigs})
-    sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
-    sig_mb = {k: (v.measured_verdict or v.verdict) == "memory-bound" for k, v in every.items()
-              if (v.measured_verdict or v.verdict) != "unknown"}
-    per = _timelines(df, sig_bytes)
-    for op in (op for seq in per.values() for op in seq):
-        op.cls, op.why = rules.classify(
-            op.type, op.name, op.core, op.bytes, op.dur_us,
-            is_matmul=True if op.sig is not None else None,
-            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
-            pipes=op.pipes, hbm_bps=hbm_bps)
-    other = _OtherStreams(per)
-    _merge_communication(per)
+    per, other = timeline(df, [*all_signatures, *targets], rules, hbm_bps)
     steps = {k[0] for k in per}
     n_steps = max(1, len(steps))
 

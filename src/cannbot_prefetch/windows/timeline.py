@@ -34,6 +34,7 @@ class _Op:
     cls: str = ""
     why: str = ""
     group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
+    row: int | None = None         # the table's `_ix` of its (first) kernel, when the table has one
     psum: list[float] | None = None   # duration-weighted sums of the PipeUtilization ratios
     pdur: float = 0.0                 # ... and the duration they cover
 
@@ -74,11 +75,12 @@ def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
 
 
 def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[_Op]]:
-    """Per (step, stream): ops in time order, the kernels of one framework op merged."""
+    """Per (step, stream): ops in time order, the kernels of one framework op merged. The
+    report measures on this same timeline (report/measure.py), keeping each op's `_ix` row."""
     cols = df.columns
-    df = df.filter(pl.col("start_ns").is_not_null()).sort("start_ns")
+    df = df.filter(pl.col("start_ns").is_not_null()).sort("start_ns", maintain_order=True)
     names = ("step", "stream", "type", "name", "core", "start_ns", "dur_us", "sig_id",
-             "input_shapes", "stack", "launch_op")
+             "input_shapes", "stack", "launch_op", "_ix")
     get = [df[c].to_list() if c in cols else [None] * df.height for c in names]
     shape_cols = ("input_shapes", "input_dtypes", "input_formats", "output_shapes",
                   "output_dtypes", "output_formats")
@@ -87,7 +89,7 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
     pipes = list(zip(*(df[c].cast(pl.Float64, strict=False).to_list() if c in cols
                        else [None] * df.height for c in PIPES)))
     per: dict[tuple, list[_Op]] = defaultdict(list)
-    for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch) in \
+    for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch, ix) in \
             enumerate(zip(*get)):
         dur = float(dur or 0.0)
         pr = pipes[i] if any(x is not None for x in pipes[i]) else None
@@ -105,7 +107,7 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
             _add_pipes(last, pr, dur)
             continue
         op = _Op(i, typ or name or "?", name or "", core, int(start), end, dur, nbytes, sig,
-                 ins or "", stack, step, stream)
+                 ins or "", stack, step, stream, row=ix)
         if launch:
             op.group = (launch, stack)
         _add_pipes(op, pr, dur)

@@ -123,7 +123,7 @@ def write_profile(folder: Path, variant: Variant = Variant(), *, steps: int = 6,
 
 def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], sites=1,
               bound_by="coefficient", cap_bytes=None, saving=(3.0, 6.0, 9.0),
-              cap_name="cmo_rate_x_window", cap_binding=True) -> dict:
+              cap_name="cmo_rate_x_window", cap_binding=True, call_site=None) -> dict:
     """`saving`: per target kernel (evidence.saving_per_op_us); saving_us is per step (x 4)."""
     """A plan (CONTRACTS.md keys) whose one site targets the generated gate MatMul."""
     weight = 8192 * 2048 * 2
@@ -156,6 +156,9 @@ def plan_dict(window_ops=("Add", "RmsNorm"), coefficient=0.5, shapes=GATE[1], si
         "saving_us": dict(zip(("low", "mid", "high"), (4 * x for x in saving))),   # per step: 4 layers
         "source_sha256": "0" * 64,
     }
+    if call_site is not None:      # (cluster, clusters): which same-shape call site the plan means
+        site["evidence"]["call_site"] = {"cluster": call_site[0], "clusters": call_site[1],
+                                         "rank": call_site[0]}
     out_sites = [site]
     for k in range(1, sites):
         s2 = json.loads(json.dumps(site))

@@ -78,6 +78,18 @@ def test_shared_signature_is_narrowed_by_the_window(tmp_path):
     assert "follow the window ops" in s.note
 
 
+@pytest.mark.parametrize("cluster, mean_us", [(0, 40.0), (1, 55.0)])
+def test_shared_signature_follows_the_plans_call_site(tmp_path, cluster, mean_us):
+    # gate (40 µs) and its 55 µs twin share a signature; the plan names its call site the way
+    # analyze's attribution numbers them (windows.call_sites: first seen first). The window ops
+    # (Silu) precede only the twin, so guessing by them would measure the twin for cluster 0.
+    m, _, _ = _measure(tmp_path, Variant(twin=True),
+                       plan_kw={"window_ops": ("Silu",), "call_site": (cluster, 2)})
+    s = m.sites[0]
+    assert s.per_step == 4 and s.target.mean == pytest.approx(mean_us, rel=0.01)
+    assert f"call site {cluster + 1} of 2" in s.note
+
+
 def test_side_stream_cmo_tasks_and_tail(tmp_path):
     m, _, _ = _measure(tmp_path, Variant(target_factor=0.8, cmo_us=10, cmo_tail_us=40))
     side = {s.stream: s for s in m.streams}["7"]
