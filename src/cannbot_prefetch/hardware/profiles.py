@@ -307,9 +307,12 @@ def _match_soc(soc: str, profiles: list[HardwareProfile]) -> HardwareProfile | N
 
 
 def _match_cores(cores: int, mhz: float, profiles: list[HardwareProfile]) -> list[HardwareProfile]:
-    """Profiles with this cube-core count and frequency (within 1%), Ascend first, 910B before A3."""
+    """Profiles with this cube-core count and frequency (within policy
+    `profiling.freq_match_share`), Ascend first, 910B before A3."""
+    from ..settings import policy
+    share = float(policy()["profiling"]["freq_match_share"])
     hits = [p for p in profiles if not p.measured and p.cube_cores == cores and p.freq_mhz
-            and abs(p.freq_mhz - mhz) <= 0.01 * p.freq_mhz]
+            and abs(p.freq_mhz - mhz) <= share * p.freq_mhz]
     return sorted(hits, key=lambda p: (p.vendor != "Huawei", p.name))
 
 

@@ -57,7 +57,6 @@ class Thresholds:
     window_severe_share: float = 0.20
     tail_us: float = 5.0
     tail_step_share: float = 0.01
-    optimistic_op_share: float = 0.30
     not_worth_e2e_share: float = 0.005
     model_overlap_min: float = 0.5
 
