@@ -350,7 +350,7 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *, roofline=None
     df = (roofline.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
           .with_columns(pl.col("step").fill_null(-1).alias("_sk")))
     per, _ = timeline(df, roofline.signatures,
-                      hbm_bps=getattr(roofline.hw, "hbm_bw_bytes_per_s", None))
+                      hbm_bps=getattr(roofline.hardware, "hbm_bw_bytes_per_s", None))
     info = profile.info
     steps = _steps_of(df)
     l2 = _l2_table(l2_cache)
