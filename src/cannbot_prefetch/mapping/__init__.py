@@ -18,6 +18,8 @@ from typing import Callable
 
 from .. import reasons
 from ..legality import Placement
+from ..roofline.shapes import dtype_bytes
+from ..settings import policy
 from ..windows import Candidate, PredOp, Rejection
 from .place import layer_depth, nearest_legal, place_all
 from .guard import guard_for
@@ -170,7 +172,8 @@ class Mapper:
             prev = self._previous_layer(t_idx, [p], op, want)
             if prev is not None:
                 return prev
-        for i in pool[:40]:      # no stack: the nearest event of the right kind
+        back = int(policy()["windows"]["source_calls_back"])
+        for i in pool[:back]:    # no stack: the nearest event of the right kind
             e = self.events[i]
             if _fits(self.ms, e, op, want):
                 return i
@@ -267,8 +270,8 @@ class Mapper:
 
 
 def _dtype_bytes(dtypes: str) -> float:
-    first = (dtypes or "").split(";")[0].upper().replace("DT_", "")
-    return 1.0 if first in ("INT8", "UINT8") else 2.0
+    """Bytes per element of the kernel's first input (roofline.shapes: one dtype table)."""
+    return float(dtype_bytes((dtypes or "").split(";")[0]) or 2.0)
 
 
 def _kind_of(op: PredOp) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ..pysource import Stmt, code_of, dotted
+from ..roofline.shapes import dtype_bytes
 from .roles import name_role, tp_split
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,8 +34,6 @@ PARAM_CTORS = {"empty", "zeros", "ones", "randn", "rand", "Tensor"}
 # fused-MoE layers whose class is not in the source (vLLM FusedMoE, cann-recipes FusedMoEGMM):
 # their weights by name, [E, 2*I/tp, H] and [E, H, I/tp] (REFERENCE.md §7)
 FUSED_MOE = {"FusedMoE", "FusedMoEGMM", "SharedFusedMoE"}
-DTYPE_BYTES = {"float32": 4, "float": 4, "float64": 8, "double": 8, "bfloat16": 2, "float16": 2,
-               "half": 2, "int8": 1, "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 
 
 class MissingKey(Exception):
@@ -638,14 +637,14 @@ def _declared_dtype(env: "_Env", *calls: cst.Call) -> float | None:
         if node is None:
             continue
         name = (dotted(node) or "").split(".")[-1]
-        if name not in DTYPE_BYTES:
+        if dtype_bytes(name) is None:
             try:
                 v = env.eval(node)
                 name = str(v).split(".")[-1] if v is not None else ""
             except Exception:
                 name = ""
-        if name in DTYPE_BYTES:
-            return float(DTYPE_BYTES[name])
+        if name and dtype_bytes(name) is not None:
+            return float(dtype_bytes(name))
     return None
 
 

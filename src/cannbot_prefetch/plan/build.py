@@ -38,15 +38,13 @@ from ..mapping.source import ModelSource, load_config, load_model_source
 from ..mapping.stack import parse_src_map
 from . import attribution, phase
 from .schema import MODES, Guard, Plan, Site, Switch, Target, sha256_file
+from ..roofline.shapes import dtype_bytes
 from ..roofline.verdict import decide
 from ..settings import configs_dir, policy
 from ..gain import GainInputs, to_evidence
 from ..sizing import Sized, Weight, WindowTime, size_site
 from ..windows import Candidate, Rejection, TargetSig, Window, find_windows
 from ..windows.placed import placed_window
-
-DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "half": 2, "int8": 1,
-               "fp32": 4, "float32": 4, "float": 4}
 
 
 @dataclass(frozen=True)
@@ -261,14 +259,13 @@ def _dtype_bytes(opts: PlanOptions, cfg: dict[str, Any], target: TargetSig | Non
     config's dtype; else bf16."""
     if target is not None and target.dtypes:
         parts = target.dtypes.split(";")
-        from ..roofline.shapes import dtype_bytes
         b = dtype_bytes(parts[1] if len(parts) > 1 and parts[1] else parts[0])
         if b:
             return float(b)
     if lin is not None and getattr(lin, "dtype_bytes", None):
         return float(lin.dtype_bytes)
     name = (opts.dtype or cfg.get("torch_dtype") or cfg.get("dtype") or "bf16")
-    b = DTYPE_BYTES.get(str(name).lower().replace("torch.", ""))
+    b = dtype_bytes(str(name).replace("torch.", ""))
     if b is None:
         raise InputError(f"--dtype must be bf16, fp16, int8 or fp32, not {name!r}")
     return float(b)
