@@ -55,13 +55,6 @@ def _xfail(reason: str, tests, profiles) -> None:
             XFAIL[(t, p)] = reason
 
 
-_xfail("issue 10 item 6 (seen once item 7 plans decode at batch 256): every expert is hit (128 of 128), "
-       "and gate_up_proj's saving per op (9.83 µs) exceeds this test's bound, max_size x E_hit/E at the "
-       "HBM peak (9.41 µs), because gain.py divides by the op's achieved HBM rate BW_eff (< peak; "
-       "REFERENCE §5 benefit model): the bound or the model must be settled by item 6",
-       ("test_moe_saving_counts_only_the_experts_hit",), ("qwen3moe-b256-short-tp1-910B3",))
-
-
 def _params(test: str, names=None):
     out = []
     for n in names or MATRIX:
@@ -268,12 +261,14 @@ def test_moe_saving_counts_only_the_experts_hit(name, matrix):
     """Issue 10 item 6: B tokens with top-k of E experts touch E_hit experts per layer (the truth:
     E * (1 - (1 - k/E)^B)); a GroupedMatmul prefetch of max_size bytes of the [E, N, K] weight can
     only save the share of them the step reads, E_hit / E on average, so its saving per op is at
-    most that many bytes at HBM bandwidth."""
+    most the time the op spends reading that many bytes: at the rate the generator's ops read
+    HBM (bandwidth x EFF_MEM, physics.py), not the peak (an op below the roof saves more per
+    byte than the peak rate would say)."""
     run = matrix(name).ok()
     spec, cfg = run.gen.spec, run.gen.config
     e, k = cfg["num_experts"], cfg["num_experts_per_tok"]
     hit = experts_hit(e, k, spec.batch)
-    bw = P.part(spec.hardware).hbm_bps
+    bw = P.part(spec.hardware).hbm_bps * P.EFF_MEM
     over = {}
     for s in run.sites:
         if run.gen.linears[Run.target(s)].type != "GroupedMatmul":
