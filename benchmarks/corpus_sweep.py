@@ -416,14 +416,22 @@ def main(argv=None) -> int:
     pool = new_pool()
     try:
         for fam, f, classes in fams:
-            job = pool.apply_async(_worker, ((fam, str(f), classes, a.keep),))
-            try:
-                r = job.get(timeout=a.timeout)
-            except mp.TimeoutError:
-                pool.terminate()
-                pool = new_pool()
-                r = {"family": fam, "file": str(f), "status": "fail", "targets": [], "planned": [],
-                     "rejected": [], "refused": [], "problems": [f"timed out after {a.timeout:.0f} s"]}
+            for attempt in (1, 2):
+                job = pool.apply_async(_worker, ((fam, str(f), classes, a.keep),))
+                try:
+                    r = job.get(timeout=a.timeout)
+                except mp.TimeoutError:
+                    pool.terminate()
+                    pool = new_pool()
+                    r = {"family": fam, "file": str(f), "status": "fail", "targets": [],
+                         "planned": [], "rejected": [], "refused": [],
+                         "problems": [f"timed out after {a.timeout:.0f} s"]}
+                    break
+                if attempt == 1 and any("allocate memory" in p for p in r["problems"]):
+                    pool.terminate()        # heap left by earlier families: once more, fresh
+                    pool = new_pool()
+                    continue
+                break
             results.append(r)
             if not a.quiet:
                 _print_one(r)

@@ -100,8 +100,12 @@ def theoretical_bytes(w: Weight) -> tuple[int, str]:
             hi = h * i
         b = w.dtype_bytes
         if w.role == "gmm1":
-            return int(hi * 2 * b) // w.moe_tp * w.experts_per_rank // 2, FORMULAS["gmm1"]
-        return int(hi * b) // w.moe_tp * w.experts_per_rank, FORMULAS["gmm2"]
+            n = int(hi * 2 * b) // w.moe_tp * w.experts_per_rank // 2
+        else:
+            n = int(hi * b) // w.moe_tp * w.experts_per_rank
+        # the formula reads H and I from the config: never more than the weight itself holds
+        # (a 3-D gate bank of another shape, fewer experts on the rank than experts_per_rank)
+        return min(n, w.nbytes), FORMULAS[w.role]
     return w.nbytes, FORMULAS.get(w.role, FORMULAS["linear"])
 
 

@@ -13,6 +13,7 @@ Linear-like: `nn.Linear(in, out)`, vLLM `ColumnParallelLinear` / `MergedColumnPa
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +166,10 @@ class _Env:
             ann = code_of(p.annotation.annotation) if p.annotation else ""
             if "Config" in ann or name in ("config", "cfg", "model_config"):
                 self.config_names.add(name)
+        if ms.layer_index is not None:       # scan_linears' per-layer pass
+            for p in params:
+                if LAYER_INDEX.fullmatch(p):
+                    self.local[p] = ms.layer_index
         bound = site or ms.ctor_args.get(cls)
         if bound:
             args, parent = bound
@@ -242,7 +247,17 @@ class _Env:
             obj = self.eval(base)
             if obj is _CONFIG:
                 return self.cfg(node.attr.value)
+            if isinstance(obj, dict) and node.attr.value in obj:   # a sub-config of config.json
+                return obj[node.attr.value]
             raise _Unsupported(code_of(node))
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and \
+                isinstance(node.slice[0].slice, cst.Index):
+            # `config.layer_types[layer_idx]`: a per-layer value (scan_linears' per-layer pass)
+            obj, key = self.eval(node.value), self.eval(node.slice[0].slice.value)
+            try:
+                return obj[key]
+            except (TypeError, KeyError, IndexError):
+                raise _Unsupported(code_of(node)) from None
         if isinstance(node, cst.BinaryOperation):
             a, b = self.eval(node.left), self.eval(node.right)
             op = type(node.operator).__name__
@@ -429,11 +444,47 @@ def _exec_assign(env: _Env, s: Stmt) -> None:
                 env.self_vals[d[5:]] = v
 
 
+LAYER_INDEX = re.compile(r"layer_(idx|id|index|number|num)")
+LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "decoder_layers")
+
+
 def scan_linears(ms: ModelSource, cls: str) -> None:
     file, info = ms.classes[cls]
     init = info.methods.get("__init__")
     if init is None:
         return
+    found = _scan_once(ms, cls, file, init)
+    ms.linears.update(found)
+    unknown = [k for k, lin in found.items() if lin.dims is None]
+    if unknown and ms.layer_index is None and any(LAYER_INDEX.fullmatch(p) for p in init.params):
+        for k, lin in _per_layer(ms, cls, file, init, unknown).items():
+            ms.linears[k] = lin
+
+
+def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:
+    """Shapes read per layer (`config.layer_types[layer_idx]`, a per-layer head count handed
+    down by the decoder layer): evaluated for every layer index; a weight whose shape every
+    layer gives is sized by its smallest instance, so one max_size fits each layer's weight."""
+    n = next((ms.config[k] for k in LAYER_COUNT_KEYS if isinstance(ms.config.get(k), int)), None)
+    if not n or n < 1:
+        return {}
+    saved = ms.init_envs
+    per: dict = {k: [] for k in unknown}
+    try:
+        for i in range(min(n, 512)):
+            ms.layer_index, ms.init_envs = i, {}
+            got = _scan_once(ms, cls, file, init)
+            for k in unknown:
+                if k in got and got[k].dims is not None:
+                    per[k].append(got[k])
+    finally:
+        ms.layer_index, ms.init_envs = None, saved
+    return {k: min(v, key=lambda lin: math.prod(lin.dims)) for k, v in per.items()
+            if len(v) == min(n, 512)}
+
+
+def _scan_once(ms: ModelSource, cls: str, file: str, init) -> dict:
+    out: dict = {}
     env = _Env(ms, cls)
     for s in init.stmts:
         av = _assign_value(s)
@@ -442,16 +493,17 @@ def scan_linears(ms: ModelSource, cls: str) -> None:
             if isinstance(value, cst.Call) and _callee_name(value) in FUSED_MOE \
                     and _callee_name(value) not in ms.classes:
                 for lin in _fused_moe(ms, env, file, cls, attr, value, s.start):
-                    ms.linears[(cls, lin.attr)] = lin
+                    out[(cls, lin.attr)] = lin
             else:
                 lin = _linear_of(ms, env, file, cls, attr, value, s.start)
                 if lin is not None:
-                    ms.linears[(cls, attr)] = lin
+                    out[(cls, attr)] = lin
         for name, value, where in _registered(s, env):
             lin = _linear_of(ms, where, file, cls, name, value, s.start)
             if lin is not None:
-                ms.linears[(cls, name)] = lin
+                out[(cls, name)] = lin
         _exec_assign(env, s)
+    return out
 
 
 def _head_dim(cfg: dict[str, Any]) -> int | None:
@@ -681,12 +733,35 @@ def linear_kind(ms: ModelSource, name: str, depth: int = 0) -> str | None:
     return None
 
 
+def _base_init_call(ms: ModelSource, env: _Env, parent: str, call: cst.Call
+                    ) -> tuple[cst.Call, _Env]:
+    """A subclass of a known layer with its own __init__ (`class Router(nn.Linear)` calling
+    `super().__init__(config.hidden_size, config.num_experts)`): the base's constructor call,
+    with the subclass's parameters bound to `call`'s arguments; else `call` itself."""
+    name = _callee_name(call)
+    init = ms.method(name, "__init__") if name in ms.classes else None
+    if init is None or init.node is None:
+        return call, env
+    sub = _Env(ms, name, site=(list(call.args), parent))
+    for st in init.stmts:
+        for c in _calls_in(st.node):
+            f = code_of(c.func)
+            if f == "super().__init__" or (f.endswith(".__init__") and c.args
+                                           and code_of(c.args[0].value) == "self"):
+                args = c.args if f == "super().__init__" else c.args[1:]
+                return c.with_changes(args=args), sub
+        _exec_assign(sub, st)
+    return call, env
+
+
 def _linear_of(ms: ModelSource, env: _Env, file: str, cls: str, attr: str,
                value: cst.BaseExpression, line: int) -> LinearAttr | None:
     value = _chosen(env, value)
     if not isinstance(value, cst.Call):
         return None
     ctor = linear_kind(ms, _callee_name(value)) or _callee_name(value)
+    if ctor in LINEARS and _callee_name(value) != ctor:
+        value, env = _base_init_call(ms, env, cls, value)
     tp = ms.tp
     try:
         if ctor in LINEARS:

@@ -68,6 +68,7 @@ class ModelSource:
     attribute_map: dict[str, str] = field(default_factory=dict)   # config alias -> stored key
     init_envs: dict[str, Any] = field(default_factory=dict)       # evaluate.py's cache
     switch_name: str = "enable_prefetch"      # the plan's switch: on wherever a prefetch runs
+    layer_index: int | None = None            # evaluate.py: the layer a per-layer shape is read for
 
     def file_of(self, cls: str) -> str:
         return self.classes[cls][0]

@@ -193,3 +193,25 @@ def test_dependency_is_the_receiver_of_a_method_chain(modeling, tmp_path):
     _, plan = _plan(modeling("falcon_mamba"), cfg, ["FalconMambaMixer.out_proj"], tmp_path)
     (s,) = plan.sites
     assert (s.insert.anchor_call, s.dependency) == ("self.out_proj", "scan_output")
+
+
+def test_linear_subclass_with_its_own_init(modeling):
+    """llama4: `class Llama4Router(nn.Linear)` builds itself with
+    `super().__init__(config.hidden_size, config.num_local_experts)`; `self.router =
+    Llama4Router(config)` has the base's shape (was: not evaluable, a crash in the evaluator)."""
+    cfg = dict(SMALL, num_local_experts=4, num_experts_per_tok=1, intermediate_size_mlp=128)
+    ms = load_model_source(modeling("llama4"), cfg, "config.json")
+    assert ms.linears[("Llama4TextMoe", "router")].dims == (4, 64)
+
+
+def test_per_layer_shape_is_sized_by_its_smallest_layer(modeling):
+    """mimo_v2_flash: `num_key_value_heads = config.num_key_value_heads * 2 if
+    config.layer_types[layer_idx] == "sliding_attention" else ...`: read for every layer index,
+    and the smallest instance sizes the site (one max_size that fits every layer's weight)."""
+    cfg = dict(SMALL, num_hidden_layers=3, v_head_dim=16,
+               layer_types=["full_attention", "sliding_attention", "full_attention"])
+    ms = load_model_source(modeling("mimo_v2_flash"), cfg, "config.json")
+    assert ms.linears[("MiMoV2FlashAttention", "k_proj")].dims == (2 * 16, 64)
+    cfg["layer_types"] = ["sliding_attention"] * 3
+    ms = load_model_source(modeling("mimo_v2_flash"), cfg, "config.json")
+    assert ms.linears[("MiMoV2FlashAttention", "k_proj")].dims == (4 * 16, 64)

@@ -143,3 +143,12 @@ def test_per_step_saving_scales_with_instances():
     s = size_site(Weight((8192, 2048), 2, "gate"), WindowTime(50.0), op, B3)
     assert s.saving_us.mid == pytest.approx(s.saving_per_op.mid * 16, rel=1e-3)
     assert s.optimistic
+
+
+def test_moe_formula_never_exceeds_the_weight():
+    """recurrent_gemma's 3-D gate bank [heads, block, block] is sized by the GMM formula from
+    the config's H x I: the size stays within the weight's own bytes (was 16 MiB for a 3.2 MB
+    weight, and the plan grammar refused the plan analyze wrote)."""
+    w = Weight((10, 256, 256), 2, "gmm1", hidden=2560, intermediate=7680, moe_tp=1,
+               experts_per_rank=10)
+    assert theoretical_bytes(w)[0] == w.nbytes == 10 * 256 * 256 * 2
