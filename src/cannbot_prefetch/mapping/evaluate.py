@@ -138,6 +138,12 @@ def _assign_value(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
     return d[5:], value
 
 
+@dataclass
+class _LayerConfig:
+    """One layer's view of a per-layer override map: its overrides, else the model's keys."""
+    overrides: dict
+
+
 class _Env:
     """Names visible while evaluating an `__init__`: config, self.X, locals, bound arguments."""
 
@@ -247,6 +253,9 @@ class _Env:
             obj = self.eval(base)
             if obj is _CONFIG:
                 return self.cfg(node.attr.value)
+            if isinstance(obj, _LayerConfig):      # an override, else the model's config
+                a = node.attr.value
+                return obj.overrides[a] if a in obj.overrides else self.cfg(a)
             if isinstance(obj, dict) and node.attr.value in obj:   # a sub-config of config.json
                 return obj[node.attr.value]
             raise _Unsupported(code_of(node))
@@ -254,6 +263,10 @@ class _Env:
                 isinstance(node.slice[0].slice, cst.Index):
             # `config.layer_types[layer_idx]`: a per-layer value (scan_linears' per-layer pass)
             obj, key = self.eval(node.value), self.eval(node.slice[0].slice.value)
+            if isinstance(obj, dict) and isinstance(key, int) and obj and \
+                    all(isinstance(k, str) and k.isdigit() for k in obj):
+                # per-layer overrides keyed by layer index (`per_layer_config: {"05": {...}}`)
+                return _LayerConfig(next((v for k, v in obj.items() if int(k) == key), None) or {})
             try:
                 return obj[key]
             except (TypeError, KeyError, IndexError):
@@ -456,9 +469,19 @@ def scan_linears(ms: ModelSource, cls: str) -> None:
     found = _scan_once(ms, cls, file, init)
     ms.linears.update(found)
     unknown = [k for k, lin in found.items() if lin.dims is None]
-    if unknown and ms.layer_index is None and any(LAYER_INDEX.fullmatch(p) for p in init.params):
+    if unknown and ms.layer_index is None and _layer_indexed(ms):
         for k, lin in _per_layer(ms, cls, file, init, unknown).items():
             ms.linears[k] = lin
+
+
+def _layer_indexed(ms: ModelSource) -> bool:
+    """Whether any constructor in the source takes a layer index (its shapes may then be read
+    per layer, by it or by a submodule it hands a per-layer value to)."""
+    if ms.layer_indexed is None:
+        ms.layer_indexed = any(LAYER_INDEX.fullmatch(p) for _, info in ms.classes.values()
+                               for p in (info.methods["__init__"].params
+                                         if "__init__" in info.methods else ()))
+    return ms.layer_indexed
 
 
 def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:

@@ -69,6 +69,7 @@ class ModelSource:
     init_envs: dict[str, Any] = field(default_factory=dict)       # evaluate.py's cache
     switch_name: str = "enable_prefetch"      # the plan's switch: on wherever a prefetch runs
     layer_index: int | None = None            # evaluate.py: the layer a per-layer shape is read for
+    layer_indexed: bool | None = None         # evaluate.py: some constructor takes a layer index
 
     def file_of(self, cls: str) -> str:
         return self.classes[cls][0]

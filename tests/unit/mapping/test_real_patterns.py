@@ -215,3 +215,16 @@ def test_per_layer_shape_is_sized_by_its_smallest_layer(modeling):
     cfg["layer_types"] = ["sliding_attention"] * 3
     ms = load_model_source(modeling("mimo_v2_flash"), cfg, "config.json")
     assert ms.linears[("MiMoV2FlashAttention", "k_proj")].dims == (4 * 16, 64)
+
+
+def test_per_layer_override_map(modeling):
+    """gemma4: `layer_config = config.per_layer_config[layer_idx]; self.head_dim =
+    layer_config.head_dim`, config.json holding only the layers that differ
+    ({"05": {"head_dim": 512}}): other layers read the model's key; the smallest sizes the site."""
+    transformers = pytest.importorskip("transformers")
+    c = transformers.Gemma4TextConfig()
+    cfg = json.loads(c.to_json_string(use_diff=False))
+    hd, heads, hidden = cfg["head_dim"], cfg["num_attention_heads"], cfg["hidden_size"]
+    assert any(v.get("head_dim", hd) != hd for v in cfg["per_layer_config"].values())
+    ms = load_model_source(modeling("gemma4"), cfg, "config.json")
+    assert ms.linears[("Gemma4TextAttention", "q_proj")].dims == (heads * hd, hidden)
