@@ -141,8 +141,8 @@ def test_d9_helper_first_models_last_plan_after_and_revert_reversed(project, mon
         real(path, data, mode)
 
     monkeypatch.setattr(files, "write_atomic", spy)
-    import cannbot_prefetch.plan.schema as schema
-    monkeypatch.setattr(schema, "write_atomic", spy)
+    import cannbot_prefetch.plan.store as store
+    monkeypatch.setattr(store, "write_atomic", spy)
     (project / "runner.yaml").write_text("a: 1\n")
     sha = sha256_file(project / "toy_model.py")
     save_plan(Plan(sites=(down(sha),), switch=Switch(config_file="runner.yaml")),

@@ -1,5 +1,5 @@
-"""The plan: schema.py (the `prefetch_plan.yaml` contract: dataclasses, YAML in and out,
-validation), build.py (windows + mapping + sizing -> Plan) and design.py (the design document).
+"""The plan: schema.py (the `prefetch_plan.yaml` contract's values), validate.py (plain data ->
+Plan, every field checked), store.py (YAML files, atomic writes), build.py (windows + mapping + sizing -> Plan) and design.py (the design document).
 
 Only the schema is re-exported here: every stage reads plans, while build.py imports the
 upstream stages and must not be pulled in by them (`from cannbot_prefetch.plan.build import ...`).
@@ -24,15 +24,11 @@ from .schema import (
     Site,
     Switch,
     Target,
-    dump_plan,
-    load_plan,
-    plan_from_dict,
     plan_to_dict,
-    resolve_source,
-    save_plan,
     sha256_file,
-    write_atomic,
 )
+from .store import dump_plan, load_plan, resolve_source, save_plan, write_atomic
+from .validate import plan_from_dict
 
 __all__ = ["MAPPINGS", "MODES", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",
            "Guard", "Insert", "Join", "Plan", "Saving", "Site", "Switch", "Target", "dump_plan", "load_plan",

@@ -35,7 +35,7 @@ import libcst as cst
 
 from ..errors import Conflict, InputError, SourceError
 from ..plan import Plan, grammar, load_plan, save_plan, write_atomic
-from ..plan.schema import TMP_MARK, new_file_mode, stale_temps
+from ..plan.store import TMP_MARK, new_file_mode, stale_temps
 from ..pysource import source_lines
 from .engine import (MARKER, ExistingCall, Refusal, SiteErrors, UnsafeOutput, has_markers,
                      marked_ids, rewrite_source, split_bom, strip_markers, strip_yaml_markers)
