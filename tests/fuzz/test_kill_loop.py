@@ -192,8 +192,9 @@ def test_d_sigkill_during_apply_and_revert_leaves_whole_files(tmp_path):
         if timed:
             time.sleep(rng.uniform(0.0, t_full))
             p.send_signal(signal.SIGKILL)
+        err = ""
         try:
-            p.communicate(timeout=H.HANG_S)
+            _, err = p.communicate(timeout=H.HANG_S)
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
@@ -204,7 +205,7 @@ def test_d_sigkill_during_apply_and_revert_leaves_whole_files(tmp_path):
             kills += 1
             H.TALLY.kills += 1
         elif p.returncode != 0:
-            failures.append(f"{mode} k={k}: exit {p.returncode}")
+            failures.append(f"{mode} k={k}: exit {p.returncode}: {(err or '').strip()[-400:]}")
         wrong = _whole(proj, original, applied, helper)
         # the next run finishes the job (the same direction half the time, else the other)
         direction = mode if rng.random() < 0.5 else ("revert" if mode == "apply" else "apply")
