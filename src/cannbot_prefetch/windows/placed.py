@@ -42,7 +42,7 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
         return (reasons.NO_SAFE_WINDOW,
                 f"the prefetch issued {where} also overlaps {names}: a memory-bound or "
                 f"communication op is never free window time, and an earlier insertion only adds "
-                f"ops (seed: no safe window)")
+                f"ops (the workflow's rule, docs/workflow.md: no safe window)")
     before = lead[k + 1] if k + 1 < len(lead) else None
     if before is not None:
         raw, overlap, low = before.end_us, before.overlap_us, before.min_free_us
