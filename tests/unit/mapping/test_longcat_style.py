@@ -24,20 +24,6 @@ CONFIG = {"vocab_size": 64, "hidden_size": 32, "ffn_hidden_size": 64, "expert_ff
           "qk_nope_head_dim": 8, "v_head_dim": 8, "dtype": "bfloat16"}
 
 
-def _analyze(**kw):
-    """analyze as the CLI runs it: plan, then write the plan and design (api.Planned.save)."""
-    res = api.analyze(None, **kw)
-    res.save()
-    return res
-
-
-def _apply(plan, root):
-    """apply --write: the rewrite in memory, then written (api.Rewrite.write)."""
-    rw = api.apply(plan, root=root)
-    rw.write()
-    return rw
-
-
 # (seed 003 row, --target, --window): the seed's target and its dependency window
 SEED = [
     ("router.classifier <- o_proj output", "DecoderLayer.mlp.router.classifier", "Attention.o_proj"),
@@ -61,9 +47,10 @@ def project(tmp_path):
 
 
 def _plan(project, targets, windows):
-    res = _analyze(model_src=str(project / "lcstyle"),
-                   model_config=str(project / "config.json"), targets=tuple(targets),
-                   window=tuple(windows), out=str(project / "out"))
+    res = api.analyze(None, model_src=str(project / "lcstyle"),
+                      model_config=str(project / "config.json"), targets=tuple(targets),
+                      window=tuple(windows), out=str(project / "out"))
+    res.save()
     return res.to_json(), load_plan(project / "out" / "prefetch_plan.yaml")
 
 
@@ -128,7 +115,8 @@ def test_seed_sites_applied_run_and_fire(project):
     from cannbot_prefetch.verify.stub import stub_torch_npu
 
     _, plan = _plan(project, [t for _, t, _ in SEED], [w for _, _, w in SEED])
-    changes = _apply(project / "out" / "prefetch_plan.yaml", root=project)
+    changes = api.apply(project / "out" / "prefetch_plan.yaml", root=project)
+    changes.write()
     assert changes.refused == [] and sorted(changes.applied) == sorted(s.id for s in plan.sites)
     modeling, ffn, helper = _load(project)
     cfg = types.SimpleNamespace(**CONFIG)

@@ -20,25 +20,12 @@ SMALL = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hi
          "max_position_embeddings": 64}
 
 
-def _analyze(**kw):
-    """analyze as the CLI runs it: plan, then write the plan and design (api.Planned.save)."""
-    res = api.analyze(None, **kw)
-    res.save()
-    return res
-
-
-def _apply(plan, root):
-    """apply --write: the rewrite in memory, then written (api.Rewrite.write)."""
-    rw = api.apply(plan, root=root)
-    rw.write()
-    return rw
-
-
 def _plan(src, cfg: dict, targets, tmp_path, window=None):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    res = _analyze(model_src=str(src), model_config=str(path), targets=tuple(targets),
-                   window=window, out=str(tmp_path / "out"))
+    res = api.analyze(None, model_src=str(src), model_config=str(path), targets=tuple(targets),
+                      window=window, out=str(tmp_path / "out"))
+    res.save()
     return res.to_json(), load_plan(tmp_path / "out" / "prefetch_plan.yaml")
 
 
@@ -131,9 +118,10 @@ def test_declared_fp32_and_dtype_flag(modeling, tmp_path):
     src = modeling("llama")
     _, plan = _plan(src, SMALL, ["LlamaAttention.o_proj"], tmp_path)
     assert plan.sites[0].basis.dtype_bytes == 2          # the config names no dtype: bf16
-    res = _analyze(model_src=str(src), model_config=str(tmp_path / "config.json"),
-                   targets=("LlamaAttention.o_proj",), dtype="fp32",
-                   out=str(tmp_path / "o2"))
+    res = api.analyze(None, model_src=str(src), model_config=str(tmp_path / "config.json"),
+                      targets=("LlamaAttention.o_proj",), dtype="fp32",
+                      out=str(tmp_path / "o2"))
+    res.save()
     assert res.to_json()["candidates"][0]["max_size"] == 64 * 64 * 4 // 2
 
 

@@ -23,20 +23,6 @@ TINY = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_la
             num_attention_heads=4, num_key_value_heads=2)
 
 
-def _analyze(**kw):
-    """analyze as the CLI runs it: plan, then write the plan and design (api.Planned.save)."""
-    res = api.analyze(None, **kw)
-    res.save()
-    return res
-
-
-def _apply(plan, root):
-    """apply --write: the rewrite in memory, then written (api.Rewrite.write)."""
-    rw = api.apply(plan, root=root)
-    rw.write()
-    return rw
-
-
 CASES = {
     # target inside `return` (the one-line MLP)
     "glm": ("GlmConfig", "GlmForCausalLM", dict(TINY, head_dim=16, pad_token_id=0),
@@ -75,12 +61,14 @@ def test_planned_applied_identical_off_fires_on(family, tmp_path):
     cfg = getattr(transformers, cfg_name)(**kw, attn_implementation="eager")
     src = copy_model(family, tmp_path)
     (tmp_path / "config.json").write_text(cfg.to_json_string(use_diff=False))
-    res = _analyze(model_src=str(src), model_config=str(tmp_path / "config.json"),
-                   targets=tuple(targets), out=str(tmp_path / "out"))
+    res = api.analyze(None, model_src=str(src), model_config=str(tmp_path / "config.json"),
+                      targets=tuple(targets), out=str(tmp_path / "out"))
+    res.save()
     assert res.to_json()["rejections"] == []
     plan = load_plan(tmp_path / "out" / "prefetch_plan.yaml")
     assert len(plan.sites) == len(targets)
-    changes = _apply(tmp_path / "out" / "prefetch_plan.yaml", root=tmp_path)
+    changes = api.apply(tmp_path / "out" / "prefetch_plan.yaml", root=tmp_path)
+    changes.write()
     assert changes.refused == [] and len(changes.applied) == len(targets)
 
     original = __import__(f"transformers.models.{family}.modeling_{family}", fromlist=["x"])
