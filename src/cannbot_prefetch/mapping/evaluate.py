@@ -37,6 +37,20 @@ PARAM_CTORS = {"empty", "zeros", "ones", "randn", "rand", "Tensor"}
 FUSED_MOE = {"FusedMoE", "FusedMoEGMM", "SharedFusedMoE"}
 
 
+def bind_args(args, params: list[str]):
+    """(parameter name, argument) of a call's arguments: keywords by name, positionals in the
+    order of `params`; `*args` / `**kw` and positionals beyond `params` are skipped."""
+    pos = 0
+    for a in args:
+        if a.star:
+            continue
+        name = a.keyword.value if a.keyword else (params[pos] if pos < len(params) else None)
+        if a.keyword is None:
+            pos += 1
+        if name is not None:
+            yield name, a
+
+
 class MissingKey(Exception):
     def __init__(self, key: str):
         super().__init__(key)
@@ -187,15 +201,7 @@ class _Env:
                 parent_env.__dict__.update(ms=ms, cls=parent, config=ms.config, self_vals={},
                                            local={}, missing={}, config_names={"config"},
                                            nulls=[])
-            pos = 0
-            for a in args:
-                if a.star:
-                    continue
-                name = a.keyword.value if a.keyword else (params[pos] if pos < len(params) else None)
-                if a.keyword is None:
-                    pos += 1
-                if name is None:
-                    continue
+            for name, a in bind_args(args, params):
                 if code_of(a.value) in ("config", "self.config"):
                     self.config_names.add(name)
                     continue
@@ -604,15 +610,7 @@ def _created_weights(env: "_Env", call: cst.Call) -> list[tuple[str, cst.BaseExp
         sub = _Env(ms, k)
         sub.self_vals, sub.local, sub.missing = {}, {}, {}
         layer_name = None
-        pos = 0
-        for a in call.args:
-            if a.star:
-                continue
-            name = a.keyword.value if a.keyword else (params[pos] if pos < len(params) else None)
-            if a.keyword is None:
-                pos += 1
-            if name is None:
-                continue
+        for name, a in bind_args(call.args, params):
             if code_of(a.value) == "self":
                 layer_name = name
                 continue
