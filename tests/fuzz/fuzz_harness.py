@@ -156,6 +156,17 @@ def cli(args: list[str]) -> Run:
 
 # ---------------------------------------------------------------- real inputs
 
+def site_builder():
+    """The `site(...)` Plan-site builder the rewrite tests use (tests/unit/rewrite/sites.py)."""
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "unit" / "rewrite"))
+    try:
+        from sites import site
+    finally:
+        sys.path.pop(0)
+    return site
+
+
 def transformers_models() -> Path | None:
     try:
         import transformers

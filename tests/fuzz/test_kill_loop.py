@@ -70,11 +70,7 @@ main()
 '''
 
 def _plan(sha_llama: str, sha_qwen: str) -> Plan:
-    sys.path.insert(0, str(H.REPO / "tests" / "unit" / "rewrite"))
-    try:
-        from sites import site
-    finally:
-        sys.path.pop(0)
+    site = H.site_builder()
     return Plan(sites=(
         site("llama-gate", cls="LlamaMLP", attr="gate_proj", weight="self.mlp.gate_proj.weight",
              icls="LlamaDecoderLayer", anchor="self.mlp", dep="hidden_states", size=4096,

@@ -108,12 +108,7 @@ def _values(marker: Path):
 # ---------------------------------------------------------------- the project under attack
 
 def _base_plan(sha: str) -> Plan:
-    import sys
-    sys.path.insert(0, str(H.REPO / "tests" / "unit" / "rewrite"))
-    try:
-        from sites import site
-    finally:
-        sys.path.pop(0)
+    site = H.site_builder()
     return Plan(sites=(
         site("llama-gate", cls="LlamaMLP", attr="gate_proj", weight="self.mlp.gate_proj.weight",
              icls="LlamaDecoderLayer", anchor="self.mlp", dep="hidden_states", size=4096,
