@@ -37,7 +37,8 @@ def docs_dir() -> Path:
 def load_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            # libyaml's parser when PyYAML has it (5-10x faster on the shipped configs)
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError:
         raise InputError("file not found", path=str(path)) from None
     except yaml.YAMLError as exc:

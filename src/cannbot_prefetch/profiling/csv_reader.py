@@ -9,6 +9,7 @@ are dropped and counted with `file:line` samples; the caller judges whether the 
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,12 +21,13 @@ from .csv_ragged import FIELDS as _FIELDS
 from .csv_ragged import LINE as _LINE
 from .csv_ragged import read_text_frame, read_with_csv_module
 from .readout import ReadResult, conform, memset_mask
-from .table import BASE_SCHEMA
+from .table import BASE_SCHEMA, REPORT_ONLY
 from .values import (MAX_DURATION_US, NULL_TOKENS, clean_text, strip_prefix, to_float, to_int,
                      us_text_to_ns)
 
 _SAMPLE_ROWS = 2000
 _PROBE_BYTES = 1 << 16
+_SAMPLE_BYTES = 4 << 20  # a sample of 2000 rows is ~0.6 MB in real exports
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 _READ = dict(infer_schema=False, encoding="utf8-lossy")
 
@@ -56,10 +58,11 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
     every = _plan(sample, _map_headers(list(sample.columns), path))
     cols = [s.col for s in every]
     # With a counter selection (analysis), also skip the text/int extras outside BASE_SCHEMA
-    # (OP State, HF32 Eligible, Context ID, Model ID, ...): nothing downstream reads them. The
-    # last column stays, since its nulls reveal short rows.
+    # (OP State, HF32 Eligible, Context ID, Model ID, ...) and the report-only base columns:
+    # nothing downstream reads them. The last column stays, since its nulls reveal short rows.
     specs = every if counters is None else [
-        s for s in every if (s.kind != "counter" and s.name in BASE_SCHEMA)
+        s for s in every if (s.kind != "counter" and s.name in BASE_SCHEMA
+                             and s.name not in REPORT_ONLY)
         or s.name in counters or s is every[-1]]
     try:
         try:
@@ -122,9 +125,13 @@ def probe(path: Path, max_columns: int) -> str:
 
 
 def _read_sample(path: Path, eol: str) -> pl.DataFrame:
-    """The header and first rows as text; InputError for a missing/empty/non-CSV file."""
+    """The header and first rows as text; InputError for a missing/empty/non-CSV file.
+
+    Parsed from the file's first whole lines (at most _SAMPLE_BYTES): handing polars the path
+    with `n_rows` maps the whole file first, which costs more than the sample on a 1M-row one.
+    """
     try:
-        df = pl.read_csv(path, n_rows=_SAMPLE_ROWS, truncate_ragged_lines=True,
+        df = pl.read_csv(_head_lines(path, eol), n_rows=_SAMPLE_ROWS, truncate_ragged_lines=True,
                          raise_if_empty=True, eol_char=eol, **_READ)
     except pl.exceptions.NoDataError:
         raise InputError("empty file", path=str(path)) from None
@@ -133,6 +140,17 @@ def _read_sample(path: Path, eol: str) -> pl.DataFrame:
     if df.width == 0:
         raise InputError("empty file", path=str(path))
     return df
+
+
+def _head_lines(path: Path, eol: str) -> Path | io.BytesIO:
+    """The first whole lines of the file in memory, or the path when no line ends in the
+    first _SAMPLE_BYTES (a long header line: let the parser judge it) or the file is small."""
+    if path.stat().st_size <= _SAMPLE_BYTES:
+        return path
+    with open(path, "rb") as fh:
+        head = fh.read(_SAMPLE_BYTES)
+    end = head.rfind(eol.encode())
+    return io.BytesIO(head[:end + 1]) if end > 0 else path
 
 
 def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.DataFrame:
@@ -270,8 +288,10 @@ def _drop_duplicates(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     Equal start times (rare: same ns on two streams) find candidates; only then are whole
     rows compared.
     """
-    key = frame["start_ns"].is_duplicated()
-    if not key.any():
+    start = frame["start_ns"]
+    # A sorted column (the usual export) has its equal values side by side: one diff, no hash.
+    tied = (start.diff() == 0).any() if start.is_sorted() else start.is_duplicated().any()
+    if not tied:
         return frame, 0
     data = [c for c in frame.columns if c not in ("row", "__bad", "__memset")]
     first = frame.select(pl.struct(data).is_first_distinct()).to_series()

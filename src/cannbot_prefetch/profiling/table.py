@@ -48,10 +48,14 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
 #  launch_input_dims, from trace_view flows or the DB's PYTORCH_API; unknown text columns of
 #  newer exports keep their normalized header name.
 
-# Counter columns the analysis reads by name (others are kept too, with normalized names;
-# load_profile(..., counters="analysis") reads only these and the counter-group fingerprints).
-PIPE_COUNTERS = ("aic_mac_ratio", "aic_mte2_ratio", "aic_mte2_time_us", "aic_mac_time_us",
-                 "aicore_time_us", "aiv_mte2_ratio", "aiv_vec_ratio", "cube_utilization_pct")
+# Counter columns the analysis reads by name, in the order the windows stage keeps their means
+# (others are kept too, with normalized names; load_profile(..., counters="analysis") reads only
+# these and the counter-group fingerprints).
+PIPE_COUNTERS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio")
+
+# BASE_SCHEMA columns only the report reads (wait per step, the L2 join on stream + task id):
+# load_profile(..., counters="analysis") leaves them null instead of parsing them.
+REPORT_ONLY = ("wait_us", "block_dim", "task_id")
 
 
 @dataclass(frozen=True)

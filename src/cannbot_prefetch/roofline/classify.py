@@ -199,9 +199,10 @@ def _matmul_rows(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
         named, default=None, return_dtype=pl.Utf8) if named else pl.lit(None, dtype=pl.Utf8)
         ).alias("__type"))
     fam = pl.col("__type").replace_strict(fam_map, default=None, return_dtype=pl.Utf8)
-    excluded = pl.lit(False)
-    for suffix in rules.exclude_suffixes:
-        excluded = excluded | pl.col("name").str.to_lowercase().str.ends_with(suffix).fill_null(False)
+    # Excluded names (a helper kernel's suffix) judged once per distinct name, like the types.
+    excluded_names = [n for n in mm["name"].drop_nulls().unique().to_list()
+                      if rules.excluded_name(n)] if rules.exclude_suffixes else []
+    excluded = pl.col("name").is_in(excluded_names).fill_null(False)
     return mm.with_columns(pl.when(excluded).then(None).otherwise(fam).alias("__family")
                            ).filter(pl.col("__family").is_not_null())
 
@@ -214,7 +215,9 @@ def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
 
 def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
     """(total step time in us, basis, note)."""
-    timed = df.select("start_ns", "dur_us", "step").filter(pl.col("start_ns").is_not_null())
+    timed = df.select("start_ns", "dur_us", "step")
+    if timed["start_ns"].null_count():
+        timed = timed.filter(pl.col("start_ns").is_not_null())
     if timed.is_empty():
         return None, "none", "share not computed: no start times"
     end = pl.col("start_ns") + (pl.col("dur_us").fill_null(0.0) * 1000.0).cast(pl.Int64)

@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from ..profiling.table import PIPE_COUNTERS
 from .types import COMM, HEAVY, PredOp
 
 
@@ -115,7 +116,7 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
     return per
 
 
-PIPES = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio")
+PIPES = PIPE_COUNTERS
 
 
 def _add_pipes(op: _Op, pr, dur: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from cannbot_prefetch.profiling.load import load_profile
+from cannbot_prefetch.profiling.table import REPORT_ONLY
 
 from _profiling_helpers import LEVEL1_HEADER, level1_row, write_csv
 
@@ -139,12 +140,18 @@ def test_analysis_counters_only(level1_csv):
     full = load_profile(level1_csv)
     lean = load_profile(level1_csv, counters="analysis")
     assert "aic_total_cycles" in full.table.df.columns
-    assert "aic_total_cycles" not in lean.table.df.columns
-    for col in ("aic_mte2_ratio", "aic_mac_ratio", "aic_mte2_time_us", "cube_utilization_pct",
+    # counters nothing in the analysis reads are not parsed
+    for col in ("aic_total_cycles", "aic_mte2_time_us", "aicore_time_us"):
+        assert col in full.table.df.columns and col not in lean.table.df.columns
+    for col in ("aic_mte2_ratio", "aic_mac_ratio",
                 "start_ns", "input_shapes", "stack"):
         assert col in lean.table.df.columns
-    shared = [c for c in lean.table.df.columns]
-    assert lean.table.df.equals(full.table.df.select(shared))
+    # report-only base columns keep the schema, as nulls
+    for col in REPORT_ONLY:
+        assert full.table.df[col].null_count() < full.table.df.height
+        assert lean.table.df[col].null_count() == lean.table.df.height
+    shared = [c for c in lean.table.df.columns if c not in REPORT_ONLY]
+    assert lean.table.df.select(shared).equals(full.table.df.select(shared))
     assert lean.info.aic_metrics == "PipeUtilization"
 
 
