@@ -9,6 +9,7 @@ readers walk them in Python.
 
 from __future__ import annotations
 
+import bisect
 import re
 from pathlib import Path
 
@@ -17,24 +18,27 @@ import polars as pl
 from ..errors import InputError
 from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
-from .trace_events import STEP_MARKER, Event, Span, Trace, enclosing, join_stack, load_trace, threads
+from .trace_events import (_TEXT_INDEX, STEP_MARKER, Event, Span, Trace, gc_paused, join_stack,
+                           load_trace, threads)
 from .values import to_int64
 
 __all__ = ["read_trace_rows", "output_dims"]
 
 _SAMPLES = 5
+_TASK_TYPE = _TEXT_INDEX["Task Type"]
 
 
 def read_trace_rows(path: Path, source: str, max_bytes: int) -> ReadResult:
     """A trace file (Ascend trace_view or PyTorch) -> ReadResult; `max_bytes` caps what is
     read (after gzip), so a huge or hostile file is refused instead of filling memory."""
-    trace = load_trace(path, max_bytes)
-    if trace.flavour == "ascend":
-        result = _ascend_rows(trace, source, path)
-        result.meta["flavour"] = "trace_view"
-    else:
-        result = torch_rows(trace, source, path)
-        result.meta["flavour"] = "torch_trace"
+    with gc_paused():
+        trace = load_trace(path, max_bytes)
+        if trace.flavour == "ascend":
+            result = _ascend_rows(trace, source, path)
+            result.meta["flavour"] = "trace_view"
+        else:
+            result = torch_rows(trace, source, path)
+            result.meta["flavour"] = "torch_trace"
     return result
 
 
@@ -47,41 +51,46 @@ _COLUMNS = {"row": pl.Int64, "name": pl.Utf8, "type": pl.Utf8, "core": pl.Utf8,
 def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
     cpu = threads(trace.events, lambda e: e.cat in ("cpu_op", "python_function"))
-    cpu_starts = {k: [s.start for s in v] for k, v in cpu.items()}
+    launches = {k: _Launches(v) for k, v in cpu.items()}
 
-    cols: dict[str, list] = {c: [] for c in _COLUMNS}
+    rows: list[tuple] = []
     bad, samples = 0, []
     kernels = [e for e in trace.events if e.pid in hardware]
     types: dict[str, str | None] = {}
+    flows = trace.flows
+    none4 = (None, None, None, None)
     for e in kernels:
-        if e.bad is not None or e.name is None:
+        name = e.name
+        if e.bad is not None or name is None:
             bad += 1
             if len(samples) < _SAMPLES:
                 samples.append(f"{source}:event {e.index}: kernel {e.bad or 'without a name'}")
             continue
-        stream = e.arg("Physic Stream Id")
+        ids = e.ids or {}
+        stream = ids.get("Physic Stream Id")
         if stream is None:
-            stream = e.arg("Stream Id")
-        if e.name not in types:
-            types[e.name] = _type_from_name(e.name)
-        launch = (None, None, None, None)
-        flow = trace.flows.get(e.start)
-        if flow is not None and flow[0] in cpu:
-            launch = _launch(cpu[flow[0]], cpu_starts[flow[0]], flow[1])
-        for col, v in (("row", e.index), ("name", e.name), ("type", types[e.name]),
-                       ("core", _text(e.arg("Task Type"))), ("start_ns", e.start),
-                       ("dur_us", e.dur_us), ("stream", None if stream is None else str(stream)),
-                       ("task_id", to_int64(e.arg("Task Id"))),
-                       ("model_id", to_int64(e.arg("Model Id"))), ("stack", launch[0]),
-                       ("launch_op", launch[1]), ("launch_input_dims", launch[2]),
-                       ("step", launch[3])):
-            cols[col].append(v)
+            stream = ids.get("Stream Id")
+        kind = types.get(name, types)
+        if kind is types:
+            kind = types[name] = _type_from_name(name)
+        launch = none4
+        flow = flows.get(e.start)
+        if flow is not None:
+            on = launches.get(flow[0])
+            if on is not None:
+                launch = on.at(flow[1])
+        task = e.texts[_TASK_TYPE] if e.texts is not None else None
+        rows.append((e.index, name, kind, task if task else None, e.start, e.dur_us,
+                     None if stream is None else str(stream), to_int64(ids.get("Task Id")),
+                     to_int64(ids.get("Model Id")), *launch))
     if not kernels:
         raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
     host_bad = [e for e in trace.events if e.bad is not None and e.pid not in hardware
                 and e.cat in ("cpu_op", "python_function")]
-    _communication_rows(trace, cols)
-    df = pl.DataFrame({c: pl.Series(c, v, dtype=_COLUMNS[c]) for c, v in cols.items()})
+    rows += _communication_rows(trace)
+    columns = list(zip(*rows)) if rows else [()] * len(_COLUMNS)
+    df = pl.DataFrame({c: pl.Series(c, v, dtype=t)
+                       for (c, t), v in zip(_COLUMNS.items(), columns)})
     df = df.with_columns(pl.lit(source).alias("source"))
     df, memsets = drop_memset(df)
     notes = [f"{source}: kernel types derived from aclnn kernel names; no shapes in a trace"]
@@ -99,32 +108,54 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
                       skipped=bad + len(host_bad), samples=samples, notes=notes)
 
 
-def _communication_rows(trace: Trace, cols: dict[str, list]) -> None:
+def _communication_rows(trace: Trace) -> list[tuple]:
     """HCCL ops as kernel_details shows them (core HCCL, no stream): the events on the HCCL
     process's "Group N Communication" threads; the "Plane" threads hold their sub-tasks."""
     hccl = {pid for pid, name in trace.procs.items() if name == "HCCL"}
     op_threads = {key for key, name in trace.thread_names.items()
                   if key[0] in hccl and "Communication" in name}
     if not op_threads:
-        return
+        return []
+    rows = []
     for e in trace.events:
         if (e.pid, e.tid) not in op_threads or not e.name or e.bad is not None:
             continue
         m = re.match(r"^(hcom_[A-Za-z]+_)", e.name)
-        row = {"row": e.index, "name": e.name, "type": m.group(1) if m else e.name,
-               "core": "HCCL", "start_ns": e.start, "dur_us": e.dur_us}
-        for col, v in cols.items():
-            v.append(row.get(col))
+        rows.append((e.index, e.name, m.group(1) if m else e.name, "HCCL", e.start, e.dur_us,
+                     *(None,) * (len(_COLUMNS) - 6)))
+    return rows
 
 
-def _launch(spans: list[Span], starts: list[int], ts: int) -> tuple:
-    """(stack, launch op, its input dims, step) of a kernel launched at `ts`: the innermost
-    enclosing cpu_op names the launch, the nearest `Call stack` gives the source (else the
-    python_function frames), the enclosing `ProfilerStep#N` the step."""
+class _Launches:
+    """One host thread's nested cpu_op / python_function spans, asked what launched a kernel
+    at a time: (stack, launch op, its input dims, step). Kernels launched inside the same
+    innermost span get the same answer, so it is worked out once per span."""
+
+    def __init__(self, spans: list[Span]):
+        self.spans = spans
+        self.starts = [s.start for s in spans]
+        self.memo: dict[int, tuple] = {}
+
+    def at(self, ts: int) -> tuple:
+        spans = self.spans
+        k = bisect.bisect_right(self.starts, ts) - 1
+        while k >= 0 and spans[k].end < ts:
+            k = spans[k].parent
+        hit = self.memo.get(k)
+        if hit is None:
+            hit = self.memo[k] = _launch(spans, k)
+        return hit
+
+
+def _launch(spans: list[Span], k: int) -> tuple:
+    """(stack, launch op, its input dims, step) inside span `k` (and its ancestors): the
+    innermost enclosing cpu_op names the launch, the nearest `Call stack` gives the source
+    (else the python_function frames), the outermost enclosing `ProfilerStep#N` the step."""
     frames: list[str] = []
     stack = op = dims = step = None
-    for s in enclosing(spans, starts, ts):
-        ev: Event = s.event
+    while k >= 0:
+        ev: Event = spans[k].event
+        k = spans[k].parent
         marker = STEP_MARKER.match(ev.name or "")
         if marker:
             step = int(marker.group(1))
@@ -149,5 +180,3 @@ def _type_from_name(name: str) -> str | None:
     return None
 
 
-def _text(value) -> str | None:
-    return value if isinstance(value, str) and value else None
