@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Iterable
 
 from ..errors import InputError
@@ -45,7 +45,7 @@ class WindowRules:
         if kind == COMM:
             return COMM, f"{core} row" if core and core.upper() in self.comm_cores \
                 else "communication op"
-        pol = dict(self.verdict)
+        pol = self._verdict
         if pipes is not None and pol:
             v, why = pipe_verdict(pipes, pol)
             if v == Verdict.MEMORY:
@@ -81,6 +81,10 @@ class WindowRules:
         if kind == LIGHT:
             return LIGHT, "light op"
         return LIGHT, f"small op ({size})"
+
+    @cached_property
+    def _verdict(self) -> dict[str, float]:
+        return dict(self.verdict)
 
     def kind_of(self, op_type: str | None, name: str | None, core: str | None) -> str:
         """communication | matmul | mover | light | other, from names alone (cached)."""

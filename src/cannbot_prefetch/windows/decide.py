@@ -138,19 +138,24 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams") -> tuple[LeadOp, .
     agreeing instances of their offsets before the target (a placed window is costed from them
     when the insertion point differs from the measured window's start)."""
     out = []
+    # per agreeing instance: its sequence, index, start, target, and whether any other stream
+    # can overlap it at all (one stream: never, and the measure is skipped)
+    inst = [(per[k], j, per[k][j].start, per[k][j], other.can_overlap(per[k][j].stream))
+            for k, j, _ in agree]
     for i, op in enumerate(per[k1][max(0, j1 - n):j1][::-1]):
-        offs = []
-        for k, j, _ in agree:
+        before, gap, over = [], [], []
+        for seq, j, ts, t, shared in inst:
             if j - 1 - i < 0:
                 continue
-            o, t = per[k][j - 1 - i], per[k][j]
-            offs.append(((t.start - o.start) / 1000, (t.start - o.end) / 1000,
-                         other.overlap(o.end, t.start, t)))
-        if 2 * len(offs) < len(agree):
+            o = seq[j - 1 - i]
+            before.append((ts - o.start) / 1000)
+            gap.append((ts - o.end) / 1000)
+            over.append(other.overlap(o.end, ts, t) if shared else 0.0)
+        if 2 * len(before) < len(agree):
             break
         out.append(LeadOp(op.pred(), op.sig is not None,
-                          *(round(statistics.median(x[c] for x in offs), 3) for c in range(3)),
-                          round(min(x[1] - x[2] for x in offs), 3)))
+                          *(round(statistics.median(x), 3) for x in (before, gap, over)),
+                          round(min(a - b for a, b in zip(gap, over)), 3)))
     return tuple(out)
 
 

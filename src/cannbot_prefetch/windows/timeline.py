@@ -123,10 +123,8 @@ def _add_pipes(op: _Op, pr, dur: float) -> None:
     if pr is None:
         return
     w = max(dur, 1e-3)
-    if op.psum is None:
-        op.psum = [0.0] * len(PIPES)
-    for k, x in enumerate(pr):
-        op.psum[k] += (x or 0.0) * w
+    op.psum = [(0.0 if a is None else a) + (x or 0.0) * w
+               for a, x in zip(op.psum or (None,) * len(PIPES), pr)]
     op.pdur += w
 
 def _merge_communication(per: dict[tuple, list[_Op]]) -> None:
@@ -165,15 +163,28 @@ class _OtherStreams:
                 if op.cls in (HEAVY, COMM):
                     busy[stream].append((op.start, op.end, op.cls))
         self.streams = {}
+        self._cache: dict[Any, list] = {}
         for stream, items in busy.items():
             items.sort()
             self.streams[stream] = ([b[0] for b in items], items,
                                     max(b[1] - b[0] for b in items))
 
+    def _others(self, skip_stream: Any) -> list:
+        """The streams `_hits` looks at when measuring for a target on `skip_stream` (asked
+        once per instance and predecessor, so the answer is kept)."""
+        hit = self._cache.get(skip_stream)
+        if hit is None:
+            hit = self._cache[skip_stream] = [
+                v for stream, v in self.streams.items()
+                if stream is None or stream != skip_stream]
+        return hit
+
+    def can_overlap(self, stream: Any) -> bool:
+        """Whether any other stream holds work that could overlap a target on `stream`."""
+        return bool(self._others(stream))
+
     def _hits(self, s: int, e: int, skip_stream: Any = ..., only: str | None = None):
-        for stream, (starts, items, max_len) in self.streams.items():
-            if stream is not None and stream == skip_stream:
-                continue
+        for starts, items, max_len in self._others(skip_stream):
             lo = bisect.bisect_left(starts, s - max_len)
             hi = bisect.bisect_left(starts, e)
             for bs, be, cls in items[lo:hi]:
@@ -183,7 +194,7 @@ class _OtherStreams:
 
     def overlap(self, s: int, e: int, target: _Op) -> float:
         """Time (us) in [s, e) covered by heavy/communication work on other streams."""
-        if e <= s:
+        if e <= s or not self._others(target.stream):
             return 0.0
         total, cur_s, cur_e = 0, 0, None
         for a, b in sorted(self._hits(s, e, target.stream)):
