@@ -245,20 +245,25 @@ def _view(rank: int, prof: Any, roof: Any, pol: dict) -> RankView:
 
 
 def _busy_us(df: Any) -> float:
-    """Kernel time outside communication (configs/op_classes.yaml, as the windows class it)."""
+    """Kernel time outside communication (configs/op_classes.yaml, as the windows class it).
+
+    Judged per distinct type, name and core (a rank has a few hundred of each, and a million
+    rows): a row is communication when its type, its name or its core is."""
     import polars as pl
 
     from .windows.classes import default_rules
     from .windows.types import COMM
 
     rules = default_rules()
-    kinds = df.select("type", "name", "core").unique()
-    comm = [rules.kind_of(t, n, c) == COMM for t, n, c in kinds.iter_rows()]
-    comm_rows = kinds.filter(pl.Series(comm, dtype=pl.Boolean))
-    busy = df.select("type", "name", "core", "dur_us")
-    if comm_rows.height:
-        busy = busy.join(comm_rows, on=["type", "name", "core"], how="anti", nulls_equal=True)
-    return float(busy["dur_us"].sum() or 0.0)
+
+    def comm(col: str, at: int) -> list[str]:
+        values = df[col].drop_nulls().unique().to_list()
+        return [v for v in values
+                if rules.kind_of(*(v if i == at else None for i in range(3))) == COMM]
+
+    is_comm = (pl.col("type").is_in(comm("type", 0)) | pl.col("name").is_in(comm("name", 1))
+               | pl.col("core").is_in(comm("core", 2))).fill_null(False)
+    return float(df.select(pl.col("dur_us").filter(~is_comm).sum()).item() or 0.0)
 
 
 def measure_windows(cross: CrossRank, target_keys: set[tuple], *, lookback: int | None,

@@ -220,3 +220,20 @@ def test_pace_ranks_follow_the_time_in_the_signature():
     kept, off = cross.targets([t])
     assert not kept and off[0].reason_code == reasons.NOT_MEMORY_BOUND_ON_RANK
     assert "rank 1" in off[0].reason
+
+
+def test_busy_time_leaves_out_communication_rows(samples):
+    """busy_us (which rank sets the pace) judges kinds per distinct value; it must equal the
+    per-row rule windows/classes.kind_of(type, name, core) on a REAL rank with HCCL rows."""
+    from cannbot_prefetch.profiling.load import load_profile
+    from cannbot_prefetch.ranks import _busy_us
+    from cannbot_prefetch.windows.classes import default_rules
+
+    df = load_profile(samples / L1 / "rank0_ascend_pt").table.df
+    rules = default_rules()
+    comm = [rules.kind_of(t, n, c) == "communication"
+            for t, n, c in df.select("type", "name", "core").iter_rows()]
+    assert any(comm) and not all(comm)
+    expected = sum(d or 0.0 for d, c in zip(df["dur_us"].to_list(), comm) if not c)
+    assert _busy_us(df) == pytest.approx(expected)
+    assert _busy_us(df) < float(df["dur_us"].sum())

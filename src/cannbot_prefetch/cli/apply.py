@@ -23,7 +23,6 @@ from typing import Annotated
 import typer
 
 from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
-from ..plan.schema import decode_guard_text
 
 
 def _mib(n: int) -> str:
@@ -56,6 +55,8 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
                   box=box.SIMPLE_HEAVY)
     for key in ("site", "target", "where", "dep", "size", "tokens", "status"):
         table.add_column(col[key], overflow="fold")
+    from ..plan.schema import decode_guard_text  # the plan package only when a table is shown
+
     for s in plan.sites:
         ins = s.insert
         table.add_row(s.id, f"{s.target.cls}.{s.target.attr}",
