@@ -11,9 +11,7 @@ reader counts it as damage instead of losing it silently.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,20 +73,6 @@ class Span:
     end: int
     event: Event
     parent: int = -1    # index into the thread's span list
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """The cyclic collector off while a trace is read: what is built is acyclic (refcounting
-    frees it) and large, and the collector would only rescan it again and again as it grows
-    (a quarter of the read)."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def load_trace(path: Path, max_bytes: int) -> Trace:

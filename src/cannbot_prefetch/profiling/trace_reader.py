@@ -16,10 +16,11 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from ..gc_pause import gc_paused
 from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
-from .trace_events import (_TEXT_INDEX, STEP_MARKER, Event, Span, Trace, gc_paused, join_stack,
-                           load_trace, threads)
+from .trace_events import (_TEXT_INDEX, STEP_MARKER, Event, Span, Trace, join_stack, load_trace,
+                           threads)
 from .values import to_int64
 
 __all__ = ["read_trace_rows", "output_dims"]

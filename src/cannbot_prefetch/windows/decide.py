@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from .. import reasons
 from ..errors import InputError
+from ..gc_pause import gc_paused
 from ..profiling.table import KernelTable
 from ..settings import policy
 from .classes import WindowRules, default_rules
@@ -176,15 +177,16 @@ def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
     sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
     sig_mb = {k: (v.measured_verdict or v.verdict) == "memory-bound" for k, v in every.items()
               if (v.measured_verdict or v.verdict) != "unknown"}
-    per = _timelines(df, sig_bytes)
-    for op in (op for seq in per.values() for op in seq):
-        op.cls, op.why = rules.classify(
-            op.type, op.name, op.core, op.bytes, op.dur_us,
-            is_matmul=True if op.sig is not None else None,
-            memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
-            pipes=op.pipes, hbm_bps=hbm_bps)
-    other = _OtherStreams(per)
-    _merge_communication(per)
+    with gc_paused():
+        per = _timelines(df, sig_bytes)
+        for op in (op for seq in per.values() for op in seq):
+            op.cls, op.why = rules.classify(
+                op.type, op.name, op.core, op.bytes, op.dur_us,
+                is_matmul=True if op.sig is not None else None,
+                memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
+                pipes=op.pipes, hbm_bps=hbm_bps)
+        other = _OtherStreams(per)
+        _merge_communication(per)
     return per, other
 
 

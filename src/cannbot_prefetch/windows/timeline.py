@@ -87,13 +87,20 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
                   "output_dtypes", "output_formats")
     shapes = list(zip(*(df[c].to_list() if c in cols else [None] * df.height
                         for c in shape_cols)))
-    pipes = list(zip(*(df[c].cast(pl.Float64, strict=False).to_list() if c in cols
-                       else [None] * df.height for c in PIPES)))
+    counters = [c for c in PIPES if c in cols]
+    if counters:   # a kernel's ratios, or None when it has none of them
+        each = [pl.col(c).cast(pl.Float64, strict=False) if c in cols
+                else pl.lit(None, pl.Float64) for c in PIPES]
+        ratios = df.select(pl.when(pl.any_horizontal(e.is_not_null() for e in each))
+                           .then(pl.concat_list(each)))
+        pipes = [None if r is None else tuple(r) for r in ratios.to_series().to_list()]
+    else:
+        pipes = [None] * df.height
     per: dict[tuple, list[_Op]] = defaultdict(list)
     for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch, ix) in \
             enumerate(zip(*get)):
         dur = float(dur or 0.0)
-        pr = pipes[i] if any(x is not None for x in pipes[i]) else None
+        pr = pipes[i]
         nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else _row_bytes(*shapes[i])
         seq = per[(step, stream)]
         stack = stack or ""
