@@ -1,5 +1,5 @@
 """The model source as mapping sees it: classes, linear-like attributes with evaluated shapes
-(evaluate.py), submodules (`self.mlp = LlamaMLP(config)`, `self.layers = nn.ModuleList([...])`)
+(evaluate/), submodules (`self.mlp = LlamaMLP(config)`, `self.layers = nn.ModuleList([...])`)
 and the constructor arguments each class is instantiated with. The call order of a forward pass
 is flatten.py.
 
@@ -18,7 +18,8 @@ import libcst as cst
 
 from ..errors import InputError, SourceError
 from ..pysource import ClassInfo, Method, SourceView, dotted, parse_view
-from .evaluate import LinearAttr, _assign_value, _callee_name, scan_linears
+from .evaluate import LinearAttr, scan_linears
+from .evaluate.syntax import assign_value, callee_name
 
 __all__ = ["Event", "Hop", "LinearAttr", "ModelSource", "load_config", "load_model_source",
            "source_files"]
@@ -66,10 +67,10 @@ class ModelSource:
     alternatives: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # if/else
     primary: set[str] = field(default_factory=set)    # files the user named (others: imported)
     attribute_map: dict[str, str] = field(default_factory=dict)   # config alias -> stored key
-    init_envs: dict[str, Any] = field(default_factory=dict)       # evaluate.py's cache
+    init_envs: dict[str, Any] = field(default_factory=dict)       # evaluate/env.py's cache
     switch_name: str = "enable_prefetch"      # the plan's switch: on wherever a prefetch runs
-    layer_index: int | None = None            # evaluate.py: the layer a per-layer shape is read for
-    layer_indexed: bool | None = None         # evaluate.py: some constructor takes a layer index
+    layer_index: int | None = None            # evaluate/: the layer a per-layer shape is read for
+    layer_indexed: bool | None = None         # evaluate/: some constructor takes a layer index
 
     def file_of(self, cls: str) -> str:
         return self.classes[cls][0]
@@ -190,9 +191,9 @@ def _wanted_names(ms: "ModelSource") -> set[str]:
         out |= {b.split(".")[-1] for b in info.bases}
         init = info.methods.get("__init__")
         for st in init.stmts if init else []:
-            av = _assign_value(st)
+            av = assign_value(st)
             if av is not None:
-                out |= {_callee_name(c) for c, _ in _module_calls(av[1])}
+                out |= {callee_name(c) for c, _ in _module_calls(av[1])}
     return out - set(ms.classes)
 
 
@@ -202,7 +203,7 @@ def load_model_source(model_src: str | Path, config: dict[str, Any], config_path
     imports in its folder, absolute ones under the project root) are loaded too, up to
     `follow_imports` levels, as read-only context: base classes, submodules, weights.
     `tp` / `moe_tp`: the ranks the profiled deployment splits dense linears / experts over;
-    weight dims are evaluated per rank (evaluate.py, roles.py)."""
+    weight dims are evaluated per rank (evaluate/, roles.py)."""
     if tp < 1:
         raise InputError(f"--tp must be at least 1, not {tp}")
     if moe_tp < 1:
@@ -325,7 +326,7 @@ def _scan_structure(ms: ModelSource) -> None:
         local_lists = _local_appends(init.stmts)
         for s in init.stmts:
             appended = _list_append(s)
-            av = _assign_value(s) or appended
+            av = assign_value(s) or appended
             if av is None:
                 continue
             attr, value = av
@@ -334,7 +335,7 @@ def _scan_structure(ms: ModelSource) -> None:
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
                 continue
             for call, in_list in _module_calls(value, local_lists):
-                child = _callee_name(call)
+                child = callee_name(call)
                 if child in ms.classes:
                     ms.children.setdefault((cname, attr), child)
                     alts = ms.alternatives.setdefault((cname, attr), [])
@@ -377,7 +378,7 @@ def _list_append(s) -> tuple[str, cst.BaseExpression] | None:
 
 def _module_calls(value: cst.BaseExpression, local_lists=None) -> Iterator[tuple[cst.Call, bool]]:
     if isinstance(value, cst.Call):
-        name = _callee_name(value)
+        name = callee_name(value)
         if name in ("ModuleList", "Sequential", "ModuleDict") and value.args:
             inner = value.args[0].value
             elts: list[cst.BaseExpression] = []

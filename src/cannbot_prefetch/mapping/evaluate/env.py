@@ -1,0 +1,284 @@
+"""The evaluator: the names visible while evaluating a class's `__init__` (config keys, `self.X`
+assigned earlier, locals, arguments bound at the instantiation site) and the expressions it
+understands. Nothing is ever executed; anything else raises `Unsupported`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from ...pysource import Stmt, code_of, dotted
+from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..source import ModelSource
+
+# a constructor parameter that carries the layer's index (`layer_idx`, `layer_number`, ...)
+LAYER_INDEX = re.compile(r"layer_(idx|id|index|number|num)")
+
+
+def bind_args(args, params: list[str]):
+    """(parameter name, argument) of a call's arguments: keywords by name, positionals in the
+    order of `params`; `*args` / `**kw` and positionals beyond `params` are skipped."""
+    pos = 0
+    for a in args:
+        if a.star:
+            continue
+        name = a.keyword.value if a.keyword else (params[pos] if pos < len(params) else None)
+        if a.keyword is None:
+            pos += 1
+        if name is not None:
+            yield name, a
+
+
+@dataclass
+class _LayerConfig:
+    """One layer's view of a per-layer override map: its overrides, else the model's keys."""
+    overrides: dict
+
+
+class Env:
+    """Names visible while evaluating an `__init__`: config, self.X, locals, bound arguments."""
+
+    def __init__(self, ms: ModelSource, cls: str, depth: int = 0, site=None):
+        self.ms = ms
+        self.cls = cls
+        self.nulls: list[str] = []
+        self.config = ms.config
+        self.self_vals: dict[str, Any] = {}
+        self.local: dict[str, Any] = {}
+        self.missing: dict[str, str] = {}
+        self.config_names = {"config"}
+        init = ms.method(cls, "__init__")
+        if init is None:
+            return
+        params = [p for p in init.params if p != "self"]
+        # defaults
+        fn = init.node
+        for p in (*fn.params.params, *fn.params.kwonly_params):
+            name = p.name.value
+            if p.default is not None:
+                try:
+                    self.local[name] = self.eval(p.default)
+                except Exception:
+                    pass
+            ann = code_of(p.annotation.annotation) if p.annotation else ""
+            if "Config" in ann or name in ("config", "cfg", "model_config"):
+                self.config_names.add(name)
+        if ms.layer_index is not None:       # scan_linears' per-layer pass
+            for p in params:
+                if LAYER_INDEX.fullmatch(p):
+                    self.local[p] = ms.layer_index
+        bound = site or ms.ctor_args.get(cls)
+        if bound:
+            args, parent = bound
+            # the arguments are evaluated where the class is instantiated: the parent's
+            # __init__ (its locals and self.X included: `self.mlp = MLP(inner_dim, config)`)
+            parent_env = init_env(ms, parent, depth + 1) if parent != cls and depth < 8 else None
+            if parent_env is None:
+                parent_env = Env.__new__(Env)
+                parent_env.__dict__.update(ms=ms, cls=parent, config=ms.config, self_vals={},
+                                           local={}, missing={}, config_names={"config"},
+                                           nulls=[])
+            for name, a in bind_args(args, params):
+                if code_of(a.value) in ("config", "self.config"):
+                    self.config_names.add(name)
+                    continue
+                try:
+                    self.local[name] = parent_env.eval(a.value)
+                except Exception:
+                    pass
+
+    def name(self, n: str) -> Any:
+        if n in self.local:
+            return self.local[n]
+        if n in self.missing:
+            raise MissingKey(self.missing[n])
+        if n in self.config_names:
+            return _CONFIG
+        if n in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[n]
+        raise Unsupported(n)
+
+    def cfg(self, key: str, default: Any = ...) -> Any:
+        if key in self.config:
+            if self.config[key] is None:
+                self.nulls.append(key)
+            return self.config[key]
+        alias = self.ms.attribute_map.get(key)     # hidden_size -> n_embd (gpt_bigcode)
+        if alias and self.config.get(alias) is not None:
+            return self.config[alias]
+        if default is not ...:
+            return default
+        raise MissingKey(key if not alias else f"{key}' (or '{alias}")
+
+    def eval(self, node: cst.BaseExpression) -> Any:
+        return bounded(self._eval(node))
+
+    def _eval(self, node: cst.BaseExpression) -> Any:
+        if isinstance(node, cst.Integer):
+            return int(node.value.replace("_", ""), 0)
+        if isinstance(node, cst.Float):
+            return float(node.value)
+        if isinstance(node, cst.SimpleString):
+            return node.evaluated_value
+        if isinstance(node, cst.Name):
+            return self.name(node.value)
+        if isinstance(node, cst.Attribute):
+            base = node.value
+            if isinstance(base, cst.Name) and base.value == "self":
+                attr = node.attr.value
+                if attr in self.self_vals:
+                    return self.self_vals[attr]
+                if attr in self.missing:
+                    raise MissingKey(self.missing[attr])
+                if attr == "config":
+                    return _CONFIG
+                raise Unsupported(f"self.{attr}")
+            obj = self.eval(base)
+            if obj is _CONFIG:
+                return self.cfg(node.attr.value)
+            if isinstance(obj, _LayerConfig):      # an override, else the model's config
+                a = node.attr.value
+                return obj.overrides[a] if a in obj.overrides else self.cfg(a)
+            if isinstance(obj, dict) and node.attr.value in obj:   # a sub-config of config.json
+                return obj[node.attr.value]
+            raise Unsupported(code_of(node))
+        if isinstance(node, cst.Subscript) and len(node.slice) == 1 and \
+                isinstance(node.slice[0].slice, cst.Index):
+            # `config.layer_types[layer_idx]`: a per-layer value (scan_linears' per-layer pass)
+            obj, key = self.eval(node.value), self.eval(node.slice[0].slice.value)
+            if isinstance(obj, dict) and isinstance(key, int) and obj and \
+                    all(isinstance(k, str) and k.isdigit() for k in obj):
+                # per-layer overrides keyed by layer index (`per_layer_config: {"05": {...}}`)
+                return _LayerConfig(next((v for k, v in obj.items() if int(k) == key), None) or {})
+            try:
+                return obj[key]
+            except (TypeError, KeyError, IndexError):
+                raise Unsupported(code_of(node)) from None
+        if isinstance(node, cst.BinaryOperation):
+            a, b = self.eval(node.left), self.eval(node.right)
+            op = type(node.operator).__name__
+            ops = {"Add": lambda: plus(a, b), "Subtract": lambda: a - b,
+                   "Multiply": lambda: times(a, b), "FloorDivide": lambda: a // b,
+                   "Divide": lambda: a / b, "Power": lambda: power(a, b),
+                   "Modulo": lambda: modulo(a, b)}
+            if op not in ops:
+                raise Unsupported(op)
+            return ops[op]()
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return -self.eval(node.expression)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return not self.eval(node.expression)
+        if isinstance(node, (cst.List, cst.Tuple)):
+            out = []
+            for el in node.elements:
+                if isinstance(el, cst.StarredElement):
+                    out.extend(self.eval(el.value))
+                else:
+                    out.append(self.eval(el.value))
+            return out
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, cst.IfExp):
+            return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
+        if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+            left, right = self.eval(node.left), self.eval(node.comparisons[0].comparator)
+            op = type(node.comparisons[0].operator).__name__
+            cmp = {"Equal": lambda: left == right, "NotEqual": lambda: left != right,
+                   "Is": lambda: left is right, "IsNot": lambda: left is not right,
+                   "LessThan": lambda: left < right, "GreaterThan": lambda: left > right,
+                   "LessThanEqual": lambda: left <= right,
+                   "GreaterThanEqual": lambda: left >= right,
+                   "In": lambda: left in right, "NotIn": lambda: left not in right}
+            if op in cmp:
+                return cmp[op]()
+        if isinstance(node, cst.BooleanOperation):
+            left = self.eval(node.left)
+            if isinstance(node.operator, cst.Or):
+                return left or self.eval(node.right)
+            return left and self.eval(node.right)
+        raise Unsupported(code_of(node))
+
+    def call(self, node: cst.Call) -> Any:
+        fn = dotted(node.func) or ""
+        args = [a for a in node.args if a.keyword is None]
+        if fn == "getattr" and len(args) >= 2 and self.eval(args[0].value) is _CONFIG:
+            key = self.eval(args[1].value)
+            if len(args) > 2:
+                try:
+                    return self.cfg(key)
+                except MissingKey:
+                    return self.eval(args[2].value)
+            return self.cfg(key)
+        if fn.endswith(".get") and args and self.eval(node.func.value) is _CONFIG:  # type: ignore[attr-defined]
+            key = self.eval(args[0].value)
+            return self.cfg(key, self.eval(args[1].value) if len(args) > 1 else None)
+        if fn in ("int", "max", "min", "len", "sum", "divide", "math.ceil", "divide_and_round"):
+            vals = [self.eval(a.value) for a in args]
+            if fn == "divide":
+                return vals[0] // vals[1]
+            f = {"int": int, "max": max, "min": min, "len": len, "sum": sum,
+                 "math.ceil": math.ceil}.get(fn)
+            if f is None:
+                raise Unsupported(fn)
+            return f(*vals) if fn not in ("sum", "len") else f(vals[0])
+        if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
+            return self.ms.tp
+        raise Unsupported(fn)
+
+
+class _ConfigMarker:
+    pass
+
+
+_CONFIG = _ConfigMarker()
+
+
+def init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> Env | None:
+    """The names a class's whole __init__ leaves behind (locals and self.X), once per class
+    (per instantiation site with `site_key` = (parent class, attr))."""
+    cache = ms.init_envs
+    key = (cls, site_key)
+    if key in cache:
+        return cache[key]
+    cache[key] = None                     # a cycle of instantiations stops here
+    site = ms.ctor_sites.get((site_key[0], site_key[1], cls)) if site_key else None
+    env = Env(ms, cls, depth, site)
+    init = ms.method(cls, "__init__")
+    for s in init.stmts if init is not None else []:
+        exec_assign(env, s)
+    cache[key] = env
+    return env
+
+
+def exec_assign(env: Env, s: Stmt) -> None:
+    node = s.node
+    if not isinstance(node, cst.SimpleStatementLine):
+        return
+    for small in node.body:
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target, value = small.targets[0].target, small.value
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            target, value = small.target, small.value
+        else:
+            continue
+        try:
+            v = env.eval(value)
+        except MissingKey as exc:     # remembered, so a later use names the config key
+            d = dotted(target) or ""
+            env.missing[d[5:] if d.startswith("self.") else d] = exc.key
+            continue
+        except EVAL_ERRORS:
+            continue
+        if isinstance(target, cst.Name):
+            env.local[target.value] = v
+        elif isinstance(target, cst.Attribute):
+            d = dotted(target)
+            if d and d.startswith("self.") and d.count(".") == 1:
+                env.self_vals[d[5:]] = v
