@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import fuzz_harness as H
 from cannbot_prefetch.plan import Plan, Switch, save_plan, sha256_file
-from cannbot_prefetch.rewrite.engine import strip_markers
+from cannbot_prefetch.rewrite.markers import strip_markers
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(H.transformers_models() is None, reason="transformers not installed")]

@@ -69,7 +69,8 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
     planned: a placement they refuse is never planned (one truth for analyze and apply)."""
     from ..legality import Problem
     from ..pysource import parse_view
-    from ..rewrite.engine import check_site, has_markers, strip_markers
+    from ..rewrite.engine import check_site
+    from ..rewrite.markers import has_markers, strip_markers
 
     views = {}
 

@@ -37,10 +37,10 @@ from ..errors import Conflict, InputError, SourceError
 from ..plan import Plan, grammar, load_plan, save_plan, write_atomic
 from ..plan.store import TMP_MARK, new_file_mode, stale_temps
 from ..pysource import source_lines
-from .engine import (MARKER, ExistingCall, Refusal, SiteErrors, UnsafeOutput, has_markers,
-                     marked_ids, rewrite_source, split_bom, strip_markers, strip_yaml_markers)
-from .engine import IMPORT_TAG, JOIN_TAG, LINK_TAG, SWITCH_TAG
+from .engine import ExistingCall, Refusal, SiteErrors, UnsafeOutput, rewrite_source
 from .helper import HELPER_NAME, helper_source, is_ours
+from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers, marked_ids,
+                      strip_ids, strip_markers, strip_yaml_markers)
 
 STATE_DIR = Path(".cannbot-prefetch")
 BACKUP_DIR = STATE_DIR / "backup"
@@ -331,7 +331,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
                             f"(removed by --write)")
         if revert:
             if others:   # another plan's sites stay, with the shared lines they need
-                new = backup if backup is not None else _strip_ids(raw, ids)
+                new = backup if backup is not None else strip_ids(raw, ids)
             else:
                 new = backup if backup is not None else strip_markers(raw)
             fr = FileResult(str(shown), "changed" if new != raw else "unchanged",
@@ -415,13 +415,6 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
     status_after = "applied" if (not revert and any_applied) else "proposed"
     return Changes(plan_path, plan, revert, results, warnings, root=str(top),
                    status_after=status_after)
-
-
-def _strip_ids(code: str, ids: set[str]) -> str:
-    """The code without this plan's site lines (shared lines stay for another plan's sites)."""
-    from .engine import _drop_lines, _own
-    bom, body = split_bom(code)
-    return bom + _drop_lines(body, {i for i, tag in _own(body) if tag in ids})
 
 
 # ---------------------------------------------------------------- commit

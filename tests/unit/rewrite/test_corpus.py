@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from cannbot_prefetch.rewrite.engine import strip_markers  # noqa: E402
+from cannbot_prefetch.rewrite.markers import strip_markers  # noqa: E402
 from cannbot_prefetch.verify.runner import verify_model  # noqa: E402
 
 from .corpus import MODELS, loaded, rewrite_family  # noqa: E402

@@ -6,7 +6,8 @@ import textwrap
 
 import pytest
 
-from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source, strip_markers
+from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source
+from cannbot_prefetch.rewrite.markers import strip_markers
 
 from .sites import legal as dependency_problem
 from .sites import site

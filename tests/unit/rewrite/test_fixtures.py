@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cannbot_prefetch.rewrite.engine import rewrite_source, strip_markers
+from cannbot_prefetch.rewrite.engine import rewrite_source
+from cannbot_prefetch.rewrite.markers import strip_markers
 
 from .sites import plan, site
 

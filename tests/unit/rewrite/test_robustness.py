@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source, strip_markers
+from cannbot_prefetch.rewrite.engine import SiteErrors, rewrite_source
+from cannbot_prefetch.rewrite.markers import strip_markers
 from cannbot_prefetch.pysource import dotted, parse_view
 
 from .corpus import MODELS

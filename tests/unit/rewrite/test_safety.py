@@ -9,8 +9,8 @@ import textwrap
 import pytest
 
 from cannbot_prefetch.rewrite import engine
-from cannbot_prefetch.rewrite.engine import (SiteErrors, UnsafeOutput, has_markers, marked_ids,
-                                             rewrite_source, strip_markers)
+from cannbot_prefetch.rewrite.engine import SiteErrors, UnsafeOutput, rewrite_source
+from cannbot_prefetch.rewrite.markers import has_markers, marked_ids, strip_markers
 
 from .corpus import MODELS
 from .sites import site
@@ -131,10 +131,10 @@ def test_d7_switch_values_outside_the_grammar_are_bad_input(name, path):
 
 
 def test_d7_output_that_would_not_parse_or_revert_is_refused(monkeypatch):
-    monkeypatch.setattr(engine, "_site_line", lambda s, loc, sw: "_cbp.npu_prefetch(")
+    monkeypatch.setattr(engine, "site_line", lambda s, loc, sw: "_cbp.npu_prefetch(")
     with pytest.raises(UnsafeOutput, match="does not parse"):
         rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager")
-    monkeypatch.setattr(engine, "_site_line", lambda s, loc, sw: "x = 1")   # not an own line
+    monkeypatch.setattr(engine, "site_line", lambda s, loc, sw: "x = 1")   # not an own line
     with pytest.raises(UnsafeOutput, match="revert"):
         rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager")
 
