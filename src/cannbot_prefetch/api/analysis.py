@@ -195,7 +195,7 @@ class Planned:
     analysis: Analysis
     top: int
     plan: Any                            # plan.Plan (the prefetch_plan.yaml contract)
-    design: Any                          # plan.build.DesignInputs (what the document shows)
+    design: Any                          # plan.design_inputs.DesignInputs (what the document shows)
     rejections: tuple                    # windows.Rejection: targets not planned, and why
     out: str | None                      # the folder the plan belongs in
     status: Status = Status.OK

@@ -52,7 +52,7 @@ def not_target_json(s, code: str, why: str) -> dict[str, Any]:
 
 
 def site_json(view) -> dict[str, Any]:
-    """A planned or listed site (plan.build.SiteView)."""
+    """A planned or listed site (plan.design_inputs.SiteView)."""
     site = view.site
     return {
         "site": site.id, "planned": view.planned,

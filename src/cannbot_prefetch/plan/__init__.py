@@ -1,5 +1,7 @@
 """The plan: schema.py (the `prefetch_plan.yaml` contract's values), validate.py (plain data ->
-Plan, every field checked), store.py (YAML files, atomic writes), build.py (windows + mapping + sizing -> Plan) and design.py (the design document).
+Plan, every field checked), store.py (YAML files, atomic writes), build.py (windows + mapping +
+sizing -> Plan; its steps in options.py, size.py, sites.py, manual.py, design_inputs.py) and
+design.py (the design document).
 
 Only the schema is re-exported here: every stage reads plans, while build.py imports the
 upstream stages and must not be pulled in by them (`from cannbot_prefetch.plan.build import ...`).

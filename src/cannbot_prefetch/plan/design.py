@@ -13,7 +13,7 @@ from typing import Any
 
 from ..gain import optimistic_share
 from ..i18n import texts
-from .build import DesignInputs, SiteView
+from .design_inputs import DesignInputs, SiteView
 from .schema import decode_guard_text
 from .ranks_design import rank_lines
 

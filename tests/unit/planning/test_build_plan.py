@@ -403,14 +403,14 @@ def test_more_tokens_make_the_gmm_worth_it(examples_dir):
     from types import SimpleNamespace
 
     from cannbot_prefetch.mapping.source import load_config
-    from cannbot_prefetch.plan.build import _experts_hit
+    from cannbot_prefetch.plan.size import experts_hit
     from cannbot_prefetch.settings import policy
     from cannbot_prefetch.windows import TargetSig
     cfg, _ = load_config(examples_dir / "qwen3-moe" / "config.json")
     roof = classify(load_profile(examples_dir / "qwen3-moe" / "profile").table, hardware.load("910B3"))
     t = dc_replace(TargetSig.of(next(s for s in roof.signatures if s.family == "gmm")), m=96 * 8)
     gmm = SimpleNamespace(role="gmm1", target=SimpleNamespace(dims=(128, 1536, 2048)))
-    hit = _experts_hit(gmm, t, cfg)
+    hit = experts_hit(gmm, t, cfg)
     assert hit.share > 0.99 > float(policy()["sizing"]["moe_min_hit_share"])
 
 

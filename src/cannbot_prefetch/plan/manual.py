@@ -1,0 +1,94 @@
+"""Manual mode (`--target CLASS.ATTR`, `--window`): each named target placed with apply's
+checks, sized with the profile's window where its shape matches a signature, or rejected with
+the mapping's reason (all rejected: the first reason is an error, exit 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import reasons
+from ..errors import InputError, SourceError
+from ..mapping import Mapped, Mapper
+from ..mapping.guard import guard_for
+from ..mapping.manual import Unplaceable, overlapped, parse_target, place_manual
+from ..mapping.shape import role_of
+from ..mapping.source import ModelSource
+from ..windows import Candidate, Rejection, find_windows
+from .options import PlanOptions
+from .size import element_bytes, hbm_bps, size_mapped
+
+
+def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOptions, cfg, notes):
+    """Each --target planned, or rejected with apply's / the mapping's reason (all of them
+    rejected: the first reason is an error, exit 2)."""
+    out = []
+    rejected: list[tuple[Unplaceable, str]] = []
+    windows_by_attr: dict[str, Candidate] = {}
+    if roofline is not None:
+        notes.append("manual mode with a profile: windows measured where the target's shape "
+                     "matches a signature")
+        res = find_windows(roofline.table, [s for s in roofline.signatures
+                                            if s.verdict == "memory-bound"],
+                           lookback=opts.lookback, all_signatures=roofline.signatures,
+                           hbm_bps=hbm_bps(hw))
+        for c in res.candidates:
+            got = mapper.find_target(c)
+            if not isinstance(got, str):
+                e = mapper.events[got[0]]
+                windows_by_attr.setdefault(f"{e.owner}.{e.attr}", c)
+    windows = _manual_windows(opts)
+    for text, window in zip(opts.targets, windows):
+        try:
+            t = parse_target(text, ms, mapper.roots, mapper.events_of)
+            pl = place_manual(ms, t, window, mapper.accept)
+        except Unplaceable as exc:
+            rejected.append((exc, text))
+            continue
+        b = element_bytes(opts, cfg, None, t.lin)
+        role = role_of(t.attr, t.lin, "", b)
+        cand = windows_by_attr.get(t.lin.qualname)
+        sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
+        m_notes = [pl.note] if pl.note else []
+        heavy = overlapped(ms, list(t.events), pl, t.t_idx)
+        if heavy:
+            names = ", ".join(f"{e.owner}.{e.attr}" for e in heavy[:6])
+            m_notes.append(f"risk: the prefetch starts before {names} ({len(heavy)} MatMul call(s) "
+                           f"before the target): it overlaps them and shares their HBM traffic"
+                           + ("" if cand else "; without a profile their cost is unknown"))
+        g, gwhy = guard_for(ms, pl, mapper.events)
+        m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig,
+                   guard=g, guard_why=gwhy)
+        out.append((cand, m, size_mapped(m, cand, hw, opts, 1, cfg)))
+    if rejected and not out:
+        exc = rejected[0][0]
+        raise (InputError if exc.code == "shape_unknown" else SourceError)(
+            str(exc), path=(ms.config_path or None) if exc.code == "shape_unknown"
+            else ", ".join(sorted(ms.primary)))
+    rej = [Rejection(text, reasons.SHAPE_UNKNOWN if exc.code == "shape_unknown"
+                     else reasons.UNMAPPED, str(exc), site=text) for exc, text in rejected]
+    return out, rej
+
+
+def _manual_windows(opts: PlanOptions) -> list[str | None]:
+    """--window once for every --target, or once per --target in the same order."""
+    w = opts.window
+    n = len(opts.targets)
+    if w is None or isinstance(w, str):
+        return [w] * n
+    if len(w) == 1:
+        return list(w) * n
+    if len(w) != n:
+        raise InputError(f"--window is given {len(w)} times for {n} --target(s): give it once for "
+                         f"all, or once per --target in the same order")
+    return list(w)
+
+
+def _signature_of(roofline, lin) -> dict[str, Any] | None:
+    """The profile's MatMul-family signature whose weight shape is the manual target's (the one
+    with the most time when several match), whatever its verdict; None when none matches."""
+    from ..mapping.shape import dims_match
+    hits = [s for s in roofline.signatures if s.n and s.k and dims_match(lin, s.n, s.k, s.family)]
+    if not hits:
+        return None
+    best = max(hits, key=lambda s: s.total_us or 0.0)
+    return {"type": best.type, "input_shapes": best.input_shapes, "dtypes": best.dtypes}

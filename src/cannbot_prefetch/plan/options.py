@@ -1,0 +1,56 @@
+"""What a caller may set when building a plan (`PlanOptions`), and the policy defaults
+(configs/policy.yaml) every None option takes, checked once before any stage runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InputError
+from .schema import MODES
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    lookback: int | None = None
+    tp: int = 1
+    moe_tp: int = 1
+    experts_per_rank: int | None = None
+    targets: tuple[str, ...] = ()          # manual mode: CLASS.ATTR ...
+    window: str | tuple[str, ...] | None = None   # manual mode: the dependency (one per target)
+    dtype: str | None = None               # manual sizes: bf16 | fp16 | int8 (default: config's)
+    mode: str | None = None                # eager | ge_graph | npugraph_ex
+    max_sites: int | None = None
+    max_size_cap: int | None = None
+    src_map: tuple[str, ...] = ()          # OLD=NEW path prefixes for stack frames
+    max_query_len: int | None = None       # decode: tokens per sequence up to this (guard.max_len)
+    lang: str = "en"
+    top: int | None = None                 # memory-bound signatures examined
+    out_dir: str | None = None             # plan folder: target files are written relative to it
+    cmo_bw_gbps: float | None = None
+    min_window_us: float | None = None
+    config_path: str = "enable_prefetch"   # switch key path read from the model's config
+    ranks: Any = None                      # --rank all: ranks.CrossRank (targets and windows
+                                           # that hold on every rank); None for one rank
+
+
+def with_defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
+    mode = o.mode or pol["plan"].get("mode", "eager")
+    if mode not in MODES:
+        raise InputError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    # manual mode: the targets the user names are the sites (unless --max-sites says fewer)
+    default_sites = len(o.targets) if o.targets else pol["plan"]["max_sites"]
+    max_sites = default_sites if o.max_sites is None else o.max_sites
+    if max_sites < 1:
+        raise InputError(f"--max-sites must be at least 1, not {max_sites}")
+    if o.experts_per_rank is not None and o.experts_per_rank < 1:
+        raise InputError(f"--experts-per-rank must be at least 1, not {o.experts_per_rank}")
+    if o.moe_tp < 1:
+        raise InputError(f"--moe-tp must be at least 1, not {o.moe_tp}")
+    if o.lang not in ("en", "zh"):
+        raise InputError(f"--lang must be en or zh, not {o.lang!r}")
+    return replace(o, mode=mode, max_sites=max_sites,
+                   max_query_len=o.max_query_len if o.max_query_len is not None
+                   else int(pol["sizing"]["decode_max_query_len"]),
+                   top=o.top if o.top is not None else int(pol["report"]["top_n"]),
+                   lookback=o.lookback if o.lookback is not None else int(pol["windows"]["lookback"]))
