@@ -159,7 +159,7 @@ def check_out_dir(out: str) -> None:
 # ---------------------------------------------------------------- apply (rewrite/)
 
 def rewrite(plan_path, *, revert: bool = False, helper=None, root=None):
-    """Plan -> the rewritten model files in memory (rewrite.files.Changes: one outcome per
+    """Plan -> the rewritten model files in memory (rewrite.changes.Changes: one outcome per
     file, with its diff); nothing written. `root`: the project root the plan's files must lie
     under (default: the git work tree holding the plan, else its folder)."""
     from .rewrite.files import prepare

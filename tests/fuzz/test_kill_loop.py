@@ -5,7 +5,7 @@ never committed), a runner YAML config, and one plan with sites in both files, s
 touches two models, the shared helper, the config, the backups and the plan.
 
 Each round runs the CLI in a child process that sends itself SIGKILL at a random point of the
-write phase (the k-th Python or C call inside `files.commit`, k drawn from 1..the calls a full
+write phase (the k-th Python or C call inside `write.commit`, k drawn from 1..the calls a full
 write makes), or, for one round in five, the parent kills it after a random delay (anywhere,
 start-up included). After every kill:
 - each file is whole: a model is exactly its original or exactly its rewritten text, the config
@@ -31,14 +31,14 @@ import pytest
 import fuzz_harness as H
 from cannbot_prefetch.plan import Plan, Switch, load_plan, save_plan, sha256_file
 from cannbot_prefetch.plan.store import TMP_MARK
-from cannbot_prefetch.rewrite import files
+from cannbot_prefetch.rewrite import write
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(H.transformers_models() is None, reason="transformers not installed")]
 
 KILLER = r'''
 import os, signal, sys
-from cannbot_prefetch.rewrite import files
+from cannbot_prefetch.rewrite import write
 UNIT, K = sys.argv[1], int(sys.argv[2])       # UNIT: io (file system calls) | any (every call)
 IO = {"open", "write", "replace", "rename", "unlink", "fchmod", "chmod", "close", "fsync",
       "mkdir", "rmdir", "flock", "makedirs", "mkstemp"}
@@ -62,8 +62,8 @@ def watched(real):
                 sys.stderr.write(f"EVENTS {count[0]}\n")
     return run
 
-files.commit = watched(files.commit)
-files.settle = watched(files.settle)
+write.commit = watched(write.commit)
+write.settle = watched(write.settle)
 from cannbot_prefetch.cli import main
 sys.argv = ["cannbot", "prefetch", "apply", *sys.argv[3:]]
 main()
@@ -133,7 +133,7 @@ def _whole(proj: Path, original: dict, applied: dict, helper: bytes) -> list[str
         wrong.append("the helper is half-written")
     if any((proj / n).read_bytes() == applied[n] for n in MODELS) and not h.exists():
         wrong.append("a rewritten model without its helper")
-    for b in (proj / files.BACKUP_DIR).glob("*.bak") if (proj / files.BACKUP_DIR).is_dir() else []:
+    for b in (proj / write.BACKUP_DIR).glob("*.bak") if (proj / write.BACKUP_DIR).is_dir() else []:
         name = b.name.rsplit(".", 2)[0]          # <file>.<stamp>.bak
         whole = (helper,) if name == "_cannbot_prefetch.py" else (original.get(name), applied.get(name))
         if b.read_bytes() not in whole:

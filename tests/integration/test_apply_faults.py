@@ -19,7 +19,8 @@ from cannbot_prefetch.cli import app
 from cannbot_prefetch.errors import Conflict
 from cannbot_prefetch.plan import (Basis, Insert, Join, Plan, Saving, Site, Switch, Target,
                                    load_plan, save_plan, sha256_file)
-from cannbot_prefetch.rewrite import files
+from cannbot_prefetch.rewrite import files, write
+from cannbot_prefetch.rewrite.markers import marked_ids
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "vllm_style"
 REPO = Path(__file__).resolve().parents[2]
@@ -96,9 +97,9 @@ def test_d8_second_plan_on_the_same_file_refused_first_kept(project):
 def test_d8_prepared_twice_committed_twice_second_is_a_conflict(project):
     a = files.prepare(project / "plan_a.yaml")
     b = files.prepare(project / "plan_b.yaml")
-    files.commit(a)
+    write.commit(a)
     with pytest.raises(Conflict, match="changed while this apply ran"):
-        files.commit(b)
+        write.commit(b)
     text = (project / "toy_model.py").read_text()
     assert "cannbot-prefetch: toy-down" in text and "toy-up" not in text
 
@@ -123,7 +124,7 @@ def test_d8_two_applies_at_once_one_wins_one_exits_1(project):
         text = model.read_text()
         winner = ("toy-down", "toy-up")[codes.index(0)]
         assert f"cannbot-prefetch: {winner}" in text
-        assert len({"toy-down", "toy-up"} & set(files.marked_ids(text))) == 1
+        assert len({"toy-down", "toy-up"} & set(marked_ids(text))) == 1
         plan = project / ("plan_a.yaml", "plan_b.yaml")[codes.index(0)]
         assert load_plan(plan).status == "applied"
         assert _apply(plan, "--revert", "--yes").exit_code == 0
@@ -134,13 +135,13 @@ def test_d8_two_applies_at_once_one_wins_one_exits_1(project):
 
 def test_d9_helper_first_models_last_plan_after_and_revert_reversed(project, monkeypatch):
     order = []
-    real = files.write_atomic
+    real = write.write_atomic
 
     def spy(path, data, mode=None):
         order.append(Path(path).name)
         real(path, data, mode)
 
-    monkeypatch.setattr(files, "write_atomic", spy)
+    monkeypatch.setattr(write, "write_atomic", spy)
     import cannbot_prefetch.plan.store as store
     monkeypatch.setattr(store, "write_atomic", spy)
     (project / "runner.yaml").write_text("a: 1\n")

@@ -138,11 +138,11 @@ def test_unparsable_source_exit_2(project):
 
 
 def test_failure_half_way_leaves_every_file(project, monkeypatch):
-    from cannbot_prefetch.rewrite import files
+    from cannbot_prefetch.rewrite import write
 
     before = _snapshot(project)
     calls = {"n": 0}
-    real = files.write_atomic
+    real = write.write_atomic
 
     def flaky(path, text):
         calls["n"] += 1
@@ -150,7 +150,7 @@ def test_failure_half_way_leaves_every_file(project, monkeypatch):
             raise OSError("disk full")
         real(path, text)
 
-    monkeypatch.setattr(files, "write_atomic", flaky)
+    monkeypatch.setattr(write, "write_atomic", flaky)
     res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes"])
     assert res.exit_code != 0
     after = {k: v for k, v in _snapshot(project).items() if not k.startswith(".cannbot-prefetch")}

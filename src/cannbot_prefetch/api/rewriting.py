@@ -1,5 +1,5 @@
 """`apply` / `revert` / `check` as values: the rewritten files in memory, one typed outcome per
-file (rewrite.files.FileResult: changed | unchanged | skipped | failed, with its diff), so one
+file (rewrite.changes.FileResult: changed | unchanged | skipped | failed, with its diff), so one
 bad file never hides the others. Nothing is written until `Rewrite.write()`.
 """
 
@@ -18,7 +18,7 @@ from ..status import Status
 class Rewrite:
     """What applying (or reverting) a plan changes, file by file."""
 
-    changes: Any                  # rewrite.files.Changes
+    changes: Any                  # rewrite.changes.Changes
     check: bool = False           # made by check(): pending changes are a failed check
     allow_installed: bool = False
 
@@ -93,7 +93,7 @@ class Rewrite:
     def write(self) -> list[str]:
         """Write the pending changes (backups first, all or nothing). With nothing pending,
         tidy what a killed run left (temp files, the plan's status); returns what that did."""
-        from ..rewrite.files import commit, settle
+        from ..rewrite.write import commit, settle
 
         self.ensure_writable()
         if self.changes.pending:

@@ -5,5 +5,6 @@
   `engine.check_site`: every per-site check apply makes (analyze asks it too).
 - concerns.py: the lines each concern writes (site call, switch, join, next-layer link, import).
 - markers.py: the tool's own lines, recognised and stripped (idempotence, revert).
-- `files.prepare(...)` / `commit` / `settle`: file IO around it: hashes, backups, atomic writes, revert.
+- `files.prepare(...)`: file IO around it, in memory: hashes, project root, one plan per file,
+  revert (-> changes.Changes); `write.commit` / `write.settle`: backups, lock, atomic writes.
 """
