@@ -6,7 +6,7 @@ Best available first, and the site records which was used:
               by the order the layer runs them (shape.py);
   3. manual - `--target CLASS.ATTR` / `--window EXPR` (manual.py).
 The insertion (lowest common caller, dependency, weight expression) comes from place.py and is
-checked with apply's own per-site checks (`rewrite.engine.check_site`: legality.py's rule, the
+checked with apply's own per-site checks (`rewrite.engine.check_site`: legality's rule, the
 join, the layer link, hand-written prefetches): a placement apply would refuse is never planned;
 when none passes, the candidate is rejected with apply's reason.
 """

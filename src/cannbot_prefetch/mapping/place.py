@@ -13,7 +13,7 @@ When the window op sits deeper inside a call that also runs heavy MatMuls before
 norm inside `self.model`, seen from the LM head), the nearest legal insertion comes later than
 the window (shift "later"); when the only named value is earlier (down_proj: the MLP input `x`,
 whose statement also runs gate/up), the prefetch starts earlier (shift "earlier"). apply's own
-checks (`rewrite.engine.check_site`, legality.py's rule and more) have the last word: the callers try each candidate
+checks (`rewrite.engine.check_site`, legality's rule and more) have the last word: the callers try each candidate
 placement, and each join point (`join_candidates`), until apply accepts one.
 
 Insertions go only into the files the user named (`ModelSource.primary`); files loaded because

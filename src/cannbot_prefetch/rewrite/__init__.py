@@ -1,6 +1,6 @@
 """Stage 7a: plan x model source -> rewritten source (switch-guarded npu_prefetch calls).
 
-- legality.py (package level, shared with mapping/): whether a placement is legal, and where.
+- legality/ (package level, shared with mapping/): whether a placement is legal, and where.
 - `engine.rewrite_source(code, sites, ...)`: pure, code in, code out (+ what was applied/refused);
   `engine.check_site`: every per-site check apply makes (analyze asks it too).
 - concerns.py: the lines each concern writes (site call, switch, join, next-layer link, import).

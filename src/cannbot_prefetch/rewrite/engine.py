@@ -81,7 +81,7 @@ class UnsafeOutput(Exception):
 def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str = "eager",
                switch: Switch | None = None) -> Location | Problem:
     """Every check apply makes for one site, in one place, so analyze asks the same question
-    before it plans (one truth): legality.py's rule (where the call goes, the dependency's flow),
+    before it plans (one truth): legality/'s rule (where the call goes, the dependency's flow),
     no hand-written prefetch of the same weight there, a layer stack to link for a next-layer
     weight, and a safe join for the side stream (eager / npugraph_ex)."""
     switch = switch or Switch()
