@@ -197,13 +197,13 @@ def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
     """The MatMul-family calls (linears) the forward pass runs between the insertion point and
     the target: the prefetch overlaps them and shares their HBM traffic. Manual mode lists them
     as risks, since without a profile nothing says whether they leave bandwidth free."""
-    from .place import _call_node
+    from .values import call_node
 
     ins = pl.insert
     m = ms.method(ins.cls, ins.method)
     if m is None or pl.scope != "same":
         return []
-    at = next((k for k, s in enumerate(m.stmts) if _call_node(s, ins.anchor_call) is not None), None)
+    at = next((k for k, s in enumerate(m.stmts) if call_node(s, ins.anchor_call) is not None), None)
     if at is None:
         return []
     first = at if ins.position == "before" else at + 1

@@ -13,24 +13,24 @@ When the window op sits deeper inside a call that also runs heavy MatMuls before
 norm inside `self.model`, seen from the LM head), the nearest legal insertion comes later than
 the window (shift "later"); when the only named value is earlier (down_proj: the MLP input `x`,
 whose statement also runs gate/up), the prefetch starts earlier (shift "earlier"). apply's own
-checks (`rewrite.engine.check_site`, legality's rule and more) have the last word: the callers try each candidate
-placement, and each join point (`join_candidates`), until apply accepts one.
+checks (`rewrite.engine.check_site`, legality's rule and more) have the last word: the callers
+try each candidate placement, and each join point (`join_candidates`), until apply accepts one.
 
 Insertions go only into the files the user named (`ModelSource.primary`); files loaded because
-the model imports them are read, never edited.
+the model imports them are read, never edited. values.py reads a statement's inputs and outputs;
+after_step.py places after an if/else or a tuple unpack.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterator
-
-import libcst as cst
 
 from ..legality import Placement
 from ..plan import Insert, Join
-from ..pysource import Stmt, assigned_targets, call_name, dotted
-from .source import Event, Hop, LinearAttr, ModelSource
+from .after_step import after_chain, after_unpack
+from .source import Event, LinearAttr, ModelSource
+from .values import call_node, input_of, outputs_of, stmt_at
 
 
 def join_candidates(pl: Placement) -> Iterator[Join]:
@@ -43,88 +43,6 @@ def join_candidates(pl: Placement) -> Iterator[Join]:
         h = hops[i]
         yield Join(h.cls, h.method, f"after:{h.call}")
         yield Join(h.cls, h.method, "end")
-
-
-def _stmt(ms: ModelSource, cls: str, method: str, idx: int) -> Stmt:
-    return ms.method(cls, method).stmts[idx]  # type: ignore[union-attr]
-
-
-def _call_node(s: Stmt, call: str) -> cst.Call | None:
-    for c in s.calls:
-        if call_name(c) == call:
-            return c
-    return None
-
-
-def _first_name(nodes) -> str | None:
-    for n in nodes:
-        if isinstance(n, cst.Name) and n.value not in ("self", "None", "True", "False"):
-            return n.value
-        for sub in _names_in(n):
-            return sub
-    return None
-
-
-def _names_in(node: cst.CSTNode) -> list[str]:
-    out: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            if n.value not in ("self", "None", "True", "False"):
-                out.append(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            # `self.x` is not a local; `a.b` starts with the local `a`
-            d = dotted(n) or ""
-            if d.startswith("self."):
-                return False
-            return True
-
-        def visit_Call(self, n: cst.Call) -> bool:
-            # a method's receiver first: in `out.transpose(1, 2).to(dtype)` the value that
-            # flows on is `out`, not the argument `dtype`
-            if isinstance(n.func, cst.Attribute) and not (dotted(n.func) or "").startswith("self."):
-                n.func.value.visit(self)
-            for a in n.args:
-                a.value.visit(self)
-            return False
-
-    node.visit(V())
-    return out
-
-
-def input_of(ms: ModelSource, hop_cls: str, method: str, idx: int, call: str,
-             params: list[str]) -> str | None:
-    """The local value a call consumes: its first positional Name argument, else the first
-    local name its arguments read, else the first one the statement reads."""
-    s = _stmt(ms, hop_cls, method, idx)
-    node = _call_node(s, call)
-    if node is not None:
-        for a in node.args:
-            if isinstance(a.value, cst.Name) and a.value.value != "self":
-                return a.value.value
-        for a in node.args:
-            names = _names_in(a.value)
-            if names:
-                return names[0]
-    names = [n for n in _names_in(s.node) if n in s.uses or n in params]
-    return names[0] if names else None
-
-
-def outputs_of(s: Stmt, prefer: str = "") -> list[str]:
-    """The names a statement assigns, the one named like `prefer` (the window op:
-    `h, down_proj, _ = self.mlp(x)`) first, then in order (`x, _ = self.o_proj(x)` -> [x])."""
-    if s.is_return or not isinstance(s.node, cst.SimpleStatementLine):
-        return []
-    names = [t.value for t in assigned_targets(s) if isinstance(t, cst.Name) and t.value != "_"]
-    key = prefer.split(".")[-1]
-    return sorted(dict.fromkeys(names), key=lambda n: not (key and (n == key or key in n)))
-
-
-def output_of(s: Stmt, prefer: str = "") -> str | None:
-    got = outputs_of(s, prefer)
-    return got[0] if got else None
-
 
 def weight_expr(path, depth: int, lin: LinearAttr) -> str | None:
     """`self.a.b.attr(.weight)` for the target's hops from `depth` down (each hop's module path
@@ -158,7 +76,7 @@ def _is_param_use(ms: ModelSource, e: Event) -> bool:
     if e.kind != "linear" or lin is None or (not lin.is_param and e.leaf.call != e.leaf.access):
         return False
     h = e.leaf
-    return _call_node(_stmt(ms, h.cls, h.method, h.stmt), h.call) is None
+    return call_node(stmt_at(ms, h.cls, h.method, h.stmt), h.call) is None
 
 
 def _under(events: list[Event], prefix) -> list[int]:
@@ -168,17 +86,6 @@ def _under(events: list[Event], prefix) -> list[int]:
 
 def _editable(ms: ModelSource, cls: str) -> bool:
     return cls in ms.classes and ms.file_of(cls) in ms.primary
-
-
-def _post_calls(node) -> list[cst.Call]:
-    out: list[cst.Call] = []
-
-    class V(cst.CSTVisitor):
-        def leave_Call(self, original: cst.Call) -> None:
-            out.append(original)
-
-    node.visit(V())
-    return out
 
 
 def place(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, start: str,
@@ -232,7 +139,7 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
                           anchor_line=th.line, stmt=th.stmt)]
     if wh.stmt > th.stmt:
         return "the window op runs after the target's statement"
-    wstmt = _stmt(ms, wh.cls, wh.method, wh.stmt)
+    wstmt = stmt_at(ms, wh.cls, wh.method, wh.stmt)
     inner = _under(events, w.path[:d + 1])
     if start == "input":
         # a call that runs modules or MatMuls before the window op is too early a start
@@ -262,130 +169,7 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
                      "later" if lost else "exact", note.format(out), callers=callers,
                      anchor_line=wh.line, stmt=wh.stmt) for out in outs]
     return (after_chain(ms, wh, outs, wexpr, join, file, "later" if lost else "exact", callers)
-            + got + _after_unpack(ms, wh, outs, w.attr, wexpr, join, file, lost, callers))
-
-
-def after_chain(ms: ModelSource, wh: Hop, outs: list[str], wexpr: str, join: Join, file: str,
-                shift: str, callers) -> list[Placement]:
-    """The window call sits in one branch of an if/elif/else whose branches all compute the
-    names it assigns (each branch a variant of the same step): the prefetch goes after the whole
-    chain, before the next statement that calls something, so it runs whichever branch ran."""
-    m = ms.method(wh.cls, wh.method)
-    if m is None or not outs:
-        return []
-    k = wh.stmt
-    w = m.stmts[k]
-    head = next((j for j in range(k - 1, -1, -1) if m.stmts[j].header
-                 and isinstance(m.stmts[j].node, cst.If) and len(m.stmts[j].indent) < len(w.indent)
-                 and m.stmts[j].start < w.start <= m.stmts[j].end), None)
-    if head is None:
-        return []
-    h = m.stmts[head]
-    branches = _branch_defs(m, head)
-    if len(branches) < 2 or not isinstance(_last_orelse(h.node), cst.Else):
-        return []
-    names = [n for n in outs if all(n in d for d in branches)]
-    if not names:
-        return []
-    counts: dict[str, int] = {}
-    for st in m.stmts:
-        for c in st.calls:
-            counts[call_name(c)] = counts.get(call_name(c), 0) + 1
-    # the next statement at the chain's level that calls something only it calls (an anchor
-    # apply resolves to that statement)
-    nxt, anchor = None, ""
-    for st in m.stmts[head + 1:]:
-        if st.start <= h.end or not st.calls:
-            continue
-        if len(st.indent) < len(h.indent):
-            break
-        if len(st.indent) > len(h.indent):
-            continue
-        calls = [call_name(c) for c in (st.calls if st.header else _post_calls(st.node))]
-        anchor = next((c for c in reversed(calls) if counts.get(c) == 1), "")
-        nxt = st
-        break
-    if nxt is None or not anchor:
-        return []
-    return [Placement(Insert(wh.cls, wh.method, anchor, "before"), n, wexpr, join, file, shift,
-                      f"{wh.call} runs in one branch of an if/else whose every branch computes "
-                      f"'{n}': the prefetch goes after the whole if/else, before {anchor}",
-                      callers=callers, anchor_line=nxt.start, stmt=m.stmts.index(nxt)) for n in names]
-
-
-def _last_orelse(node: cst.If):
-    while isinstance(node, cst.If) and isinstance(node.orelse, cst.If):
-        node = node.orelse
-    return node.orelse
-
-
-def _branch_defs(m, head: int) -> list[set[str]]:
-    """Names each branch of the if/elif/else at stmts[head] defines."""
-    node = m.stmts[head].node
-    blocks = []
-    branch = node
-    while isinstance(branch, cst.If):
-        blocks.append(branch.body)
-        branch = branch.orelse
-    if isinstance(branch, cst.Else):
-        blocks.append(branch.body)
-    out = []
-    for b in blocks:
-        ids = _ids_in(b)
-        out.append(set().union(*(st.defs for st in m.stmts if id(st.node) in ids)))
-    return out
-
-
-def _ids_in(block) -> set[int]:
-    ids: set[int] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node) -> None:
-            ids.add(id(node))
-
-    for st in getattr(block, "body", []):
-        ids.add(id(st))
-        st.visit(V())
-    return ids
-
-
-def _after_unpack(ms: ModelSource, wh: Hop, outs: list[str], prefer: str, wexpr: str, join: Join,
-                  file: str, lost: bool, callers) -> list[Placement]:
-    """The window call returns a tuple that the method unpacks next (`attn_ret = ...;
-    hidden_states, o_proj = attn_ret`, in if/else too): the same moment, before the next
-    statement that runs a module, depending on one of the unpacked tensors."""
-    from ..legality import unpacked_from
-
-    m = ms.method(wh.cls, wh.method)
-    if m is None or len(outs) != 1:
-        return []
-    base = m.stmts[wh.stmt]
-    names: list[str] = []
-    last = None
-    for j in range(wh.stmt + 1, len(m.stmts)):
-        st = m.stmts[j]
-        got = unpacked_from(st)
-        if got is not None and got[0] == outs[0]:
-            names += [n for n in got[1] if n != "_" and n not in names]
-            last = j
-        elif outs[0] in st.defs:
-            break                 # the name is computed again: later unpacks are another tuple
-    if last is None:
-        return []
-    nxt = next((st for st in m.stmts[last + 1:] if st.indent == base.indent and st.in_block
-                and not st.header and any(call_name(c).startswith("self.") for c in st.calls)),
-               None)
-    if nxt is None:
-        return []
-    anchor = next(call_name(c) for c in _post_calls(nxt.node) if call_name(c).startswith("self."))
-    key = prefer.split(".")[-1]
-    names.sort(key=lambda n: not (n == key or key in n))
-    return [Placement(Insert(wh.cls, wh.method, anchor, "before"), n, wexpr, join, file,
-                      "later" if lost else "exact",
-                      f"{wh.call} returns a tuple: the prefetch goes where it is unpacked, before "
-                      f"{anchor}, depending on '{n}'", callers=callers,
-                      anchor_line=nxt.start, stmt=m.stmts.index(nxt))
-            for n in names]
+            + got + after_unpack(ms, wh, outs, w.attr, wexpr, join, file, lost, callers))
 
 
 def layer_depth(ms: ModelSource, path) -> int | None:
@@ -429,7 +213,7 @@ def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, s
             continue
         inner = _under(events, w.path[:k + 1])
         w_deeper = len(w.path) > k + 1
-        wstmt = _stmt(ms, wh.cls, wh.method, wh.stmt)
+        wstmt = stmt_at(ms, wh.cls, wh.method, wh.stmt)
         heavy_after = w_deeper and any(events[i].kind == "linear" for i in inner if i > w_idx)
         outs = outputs_of(wstmt, w.attr)
         if not outs or (start == "input" and heavy_after):
