@@ -37,7 +37,17 @@ def is_framework_frame(frame: str) -> bool:
 
 def first_model_frame(stack: str | Sequence[str] | None) -> str:
     """The innermost frame of a stack that is the model's own ("" when none is)."""
-    frames = stack.split(";") if isinstance(stack, str) else list(stack or ())
+    if isinstance(stack, str):
+        return _first_in_text(stack)
+    return _first_of(list(stack or ()))
+
+
+@lru_cache(maxsize=8192)   # a timeline repeats the same few stacks every layer and step
+def _first_in_text(stack: str) -> str:
+    return _first_of(stack.split(";"))
+
+
+def _first_of(frames: list) -> str:
     for fr in frames:
         fr = str(fr).strip()
         if fr and not is_framework_frame(fr):

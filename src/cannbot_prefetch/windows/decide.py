@@ -7,6 +7,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 from .. import reasons
 from ..errors import InputError
 from ..gc_pause import gc_paused
@@ -94,7 +96,7 @@ def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, st
 
 
 def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
-            n_steps, rank: int) -> Candidate | Rejection:
+            n_steps, rank: int, spans: "_Spans") -> Candidate | Rejection:
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
     per_step = len(members) / n_steps
@@ -131,33 +133,59 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     wstack = tuple(s for s in start_op.stack.split(";") if s) if start_op.stack else ()
     return Candidate(t, ci, n_clusters, len(members), per_step, round(mean_us, 3), win,
                      rep_stack, wstack, preds, key0[1], rank,
-                     _lead(per, agree, k1, j1, max(lookback, LEAD_OPS), other), seq[j1].stack)
+                     _lead(per, agree, k1, j1, max(lookback, LEAD_OPS), other, spans),
+                     seq[j1].stack)
 
 
-def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams") -> tuple[LeadOp, ...]:
+def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams", spans: "_Spans",
+          ) -> tuple[LeadOp, ...]:
     """Up to `n` ops before the target at the representative instance, with medians over the
     agreeing instances of their offsets before the target (a placed window is costed from them
     when the insertion point differs from the measured window's start)."""
+    lead = per[k1][max(0, j1 - n):j1][::-1]
+    if not lead:
+        return ()
+    # per agreeing instance (rows) and op before its target (columns): starts and ends, as
+    # offsets before the target's start (µs); an instance too near its step's start has fewer
+    at = np.array([spans.at[k] + j for k, j, _ in agree], dtype=np.int64)
+    back = np.arange(1, len(lead) + 1)
+    valid = np.array([j for _, j, _ in agree])[:, None] - back >= 0
+    pos = np.where(valid, at[:, None] - back, 0)
+    ts = spans.start[at][:, None]
+    before, gap = (ts - spans.start[pos]) / 1000, (ts - spans.end[pos]) / 1000
+    # whether any other stream can overlap an instance at all (one stream: never, and the
+    # measure is skipped)
+    shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
     out = []
-    # per agreeing instance: its sequence, index, start, target, and whether any other stream
-    # can overlap it at all (one stream: never, and the measure is skipped)
-    inst = [(per[k], j, per[k][j].start, per[k][j], other.can_overlap(per[k][j].stream))
-            for k, j, _ in agree]
-    for i, op in enumerate(per[k1][max(0, j1 - n):j1][::-1]):
-        before, gap, over = [], [], []
-        for seq, j, ts, t, shared in inst:
-            if j - 1 - i < 0:
-                continue
-            o = seq[j - 1 - i]
-            before.append((ts - o.start) / 1000)
-            gap.append((ts - o.end) / 1000)
-            over.append(other.overlap(o.end, ts, t) if shared else 0.0)
-        if 2 * len(before) < len(agree):
+    for i, op in enumerate(lead):
+        ok = valid[:, i]
+        if 2 * int(ok.sum()) < len(agree):
             break
+        b, g = before[ok, i], gap[ok, i]
+        over = np.array([other.overlap(per[k][j - 1 - i].end, per[k][j].start, per[k][j])
+                         if s else 0.0 for (k, j, _), s in zip(agree, shared) if j - 1 - i >= 0]
+                        if any(shared) else np.zeros(len(b)))
         out.append(LeadOp(op.pred(), op.sig is not None,
-                          *(round(statistics.median(x), 3) for x in (before, gap, over)),
-                          round(min(a - b for a, b in zip(gap, over)), 3)))
+                          *(round(float(np.median(x)), 3) for x in (b, g, over)),
+                          round(float(np.min(g - over)), 3)))
     return tuple(out)
+
+
+class _Spans:
+    """Every op's start and end (ns) on the timeline, one array each (`at`: where each
+    (step, stream) sequence begins in them), so an offset is gathered for all the instances
+    of a cluster at once."""
+
+    def __init__(self, per: dict[tuple, list[_Op]]):
+        self.at: dict[tuple, int] = {}
+        starts: list[int] = []
+        ends: list[int] = []
+        for key, seq in per.items():
+            self.at[key] = len(starts)
+            starts.extend(o.start for o in seq)
+            ends.extend(o.end for o in seq)
+        self.start = np.array(starts, dtype=np.int64)
+        self.end = np.array(ends, dtype=np.int64)
 
 
 # ------------------------------------------------------------------------------ main entry
@@ -224,6 +252,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
                 if op.sig is not None:
                     by_sig[op.sig].append((key, j))
     units = layer_units(per)
+    spans = _Spans(per)
     cluster_notes: set[str] = set()
     for t in tsigs:
         inst = by_sig.get(t.sig_id, [])
@@ -236,7 +265,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
             cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):
             c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
-                             rank)
+                             rank, spans)
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     notes += sorted(cluster_notes)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))

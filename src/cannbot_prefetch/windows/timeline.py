@@ -75,64 +75,120 @@ def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
     return int(total)
 
 
+PIPES = PIPE_COUNTERS
+_SHAPES = ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
+           "output_formats")
+_WEIGHTED = ("_w", *(f"_w{k}" for k in range(len(PIPE_COUNTERS))))
+_FIRST = ("_i", "type", "name", "core", "start_ns", "_end", "_dur", "_sig", "input_shapes",
+          "_sk", "_step", "_stream", "_ix", "_launch", "_sb", *_WEIGHTED)
+_JOINING = ("_op", "_end", "_sb", "_launch", *_WEIGHTED)
+
+
 def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[_Op]]:
     """Per (step, stream): ops in time order, the kernels of one framework op merged. The
-    report measures on this same timeline (report/measure.py), keeping each op's `_ix` row."""
-    cols = df.columns
-    df = df.filter(pl.col("start_ns").is_not_null()).sort("start_ns", maintain_order=True)
-    names = ("step", "stream", "type", "name", "core", "start_ns", "dur_us", "sig_id",
-             "input_shapes", "stack", "launch_op", "_ix")
-    get = [df[c].to_list() if c in cols else [None] * df.height for c in names]
-    shape_cols = ("input_shapes", "input_dtypes", "input_formats", "output_shapes",
-                  "output_dtypes", "output_formats")
-    shapes = list(zip(*(df[c].to_list() if c in cols else [None] * df.height
-                        for c in shape_cols)))
-    counters = [c for c in PIPES if c in cols]
-    if counters:   # a kernel's ratios, or None when it has none of them
-        each = [pl.col(c).cast(pl.Float64, strict=False) if c in cols
-                else pl.lit(None, pl.Float64) for c in PIPES]
-        ratios = df.select(pl.when(pl.any_horizontal(e.is_not_null() for e in each))
-                           .then(pl.concat_list(each)))
-        pipes = [None if r is None else tuple(r) for r in ratios.to_series().to_list()]
-    else:
-        pipes = [None] * df.height
+    report measures on this same timeline (report/measure.py), keeping each op's `_ix` row.
+
+    A kernel joins the op before it on its (step, stream) when neither carries a signature and
+    both have the same launching op and stack. Which kernels join is a table pass (`_layout`),
+    so Python builds one `_Op` per op and folds only the joining kernels into theirs."""
+    t, shapes, stacks = _layout(df)
+    sizes: dict[int, int] = {}
+
+    def size(code: int) -> int:       # bytes of a shape combination, worked out once
+        hit = sizes.get(code)
+        if hit is None:
+            hit = sizes[code] = _row_bytes(*shapes[code])
+        return hit
+
     per: dict[tuple, list[_Op]] = defaultdict(list)
-    for i, (step, stream, typ, name, core, start, dur, sig, ins, stack, launch, ix) in \
-            enumerate(zip(*get)):
-        dur = float(dur or 0.0)
-        pr = pipes[i]
-        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else _row_bytes(*shapes[i])
-        seq = per[(step, stream)]
-        stack = stack or ""
-        end = int(start + dur * 1000)
-        if launch and seq and sig is None and seq[-1].sig is None \
-                and seq[-1].group == (launch, stack):
-            last = seq[-1]      # same framework op: merge its kernels into one predecessor
-            last.end = max(last.end, end)
-            last.dur_us = (last.end - last.start) / 1000
-            last.bytes += nbytes
-            last.type = launch
-            _add_pipes(last, pr, dur)
-            continue
-        op = _Op(i, typ or name or "?", name or "", core, int(start), end, dur, nbytes, sig,
-                 ins or "", stack, step, stream, row=ix)
+    ops: dict[int, _Op] = {}
+    first = t.filter(~pl.col("_joins"))
+    for i, typ, name, core, start, end, dur, sig, ins, sk, step, stream, ix, launch, sb, w, *pw \
+            in zip(*(first[c].to_list() for c in _FIRST)):
+        stack = stacks[sk]
+        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else size(sb)
+        op = ops[i] = _Op(i, typ or name or "?", name or "", core, start, end, dur, nbytes, sig,
+                          ins or "", stack, step, stream, row=ix)
         if launch:
             op.group = (launch, stack)
-        _add_pipes(op, pr, dur)
-        seq.append(op)
+        if w is not None:
+            op.pdur, op.psum = w, pw
+        per[(step, stream)].append(op)
+    joining = t.filter(pl.col("_joins"))
+    for i, end, sb, launch, w, *pw in zip(*(joining[c].to_list() for c in _JOINING)):
+        last = ops[i]       # same framework op: merge its kernels into one predecessor
+        last.end = max(last.end, end)
+        last.dur_us = (last.end - last.start) / 1000
+        last.bytes += size(sb)
+        last.type = launch
+        if w is not None:
+            last.psum = [(0.0 if a is None else a) + x
+                         for a, x in zip(last.psum or (None,) * len(PIPES), pw)]
+            last.pdur += w
     return per
 
 
-PIPES = PIPE_COUNTERS
+def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
+    """The kernels with a start, in time order, with what `_timelines` reads: `_joins` (the
+    kernel joins the op before it), `_op` (the row that op starts at), `_end` (ns), `_w...`
+    (`_weighted_pipes`), and codes into what repeats, returned alongside: `_sb` into the
+    distinct shape combinations (each in `_row_bytes` argument order), `_sk` into the stacks
+    (each held once)."""
+    cols = df.columns
+
+    def col(c: str) -> pl.Expr:
+        return pl.col(c) if c in cols else pl.lit(None)
+
+    part = ("_step", "_stream")
+    launch, stack, sig = pl.col("_launch"), pl.col("_stack"), pl.col("_sig")
+    joins = (launch.is_not_null() & (launch != "") & sig.is_null()
+             & sig.is_null().shift(1).over(part) & (launch.shift(1).over(part) == launch)
+             & (stack.shift(1).over(part) == stack)).fill_null(False)
+    dur = pl.col("dur_us").cast(pl.Float64).fill_null(0.0) if "dur_us" in cols else pl.lit(0.0)
+    present = [c for c in _SHAPES if c in cols]
+    t = (df.filter(pl.col("start_ns").is_not_null()).sort("start_ns", maintain_order=True)
+         .select("start_ns", *dict.fromkeys([*present, *(c for c in PIPES if c in cols)]),
+                 *(col(c).alias(c) for c in ("type", "name", "core", "input_shapes", "_ix")
+                   if c not in present),
+                 col("step").alias("_step"), col("stream").alias("_stream"),
+                 col("launch_op").alias("_launch"), dur.alias("_dur"), col("sig_id").alias("_sig"),
+                 col("stack").cast(pl.Utf8).fill_null("").alias("_stack"))
+         .with_columns(pl.int_range(pl.len()).alias("_i"),
+                       (pl.col("start_ns") + pl.col("_dur") * 1000).cast(pl.Int64).alias("_end"),
+                       *_weighted_pipes(cols), joins.alias("_joins"))
+         .with_columns(pl.when(pl.col("_joins")).then(None).otherwise(pl.col("_i"))
+                       .forward_fill().over(part).alias("_op")))
+    t, stacks = _coded(t, ["_stack"], "_sk")
+    if not present:
+        return t.with_columns(pl.lit(0).alias("_sb")), [(None,) * len(_SHAPES)], stacks
+    t, combos = _coded(t, present, "_sb")
+    return t, [tuple(dict(zip(present, r)).get(c) for c in _SHAPES) for r in combos], stacks
 
 
-def _add_pipes(op: _Op, pr, dur: float) -> None:
-    if pr is None:
-        return
-    w = max(dur, 1e-3)
-    op.psum = [(0.0 if a is None else a) + (x or 0.0) * w
-               for a, x in zip(op.psum or (None,) * len(PIPES), pr)]
-    op.pdur += w
+def _coded(t: pl.DataFrame, on: list[str], code: str) -> tuple[pl.DataFrame, list]:
+    """`t` with `code` indexing the distinct values of the columns `on` (one value or a tuple
+    of them each), listed in order of first appearance."""
+    distinct = t.select(on).unique(maintain_order=True).with_row_index(code)
+    t = t.join(distinct, on=on, how="left", nulls_equal=True, maintain_order="left")
+    values = distinct.select(on).rows() if len(on) > 1 else distinct[on[0]].to_list()
+    return t, values
+
+
+def _weighted_pipes(cols) -> list[pl.Expr]:
+    """`_w`: a kernel's weight, max(dur, 1 ns), and `_w0...`: each PIPES ratio times it (a
+    missing or zero ratio counts 0.0); all null when it has none of the counters. An op's
+    ratios are these summed over its kernels over the summed weights (`_Op.pipes`)."""
+    if not any(c in cols for c in PIPES):
+        return [pl.lit(None, pl.Float64).alias(c) for c in _WEIGHTED]
+    dur = pl.col("_dur")
+    each = [pl.col(c).cast(pl.Float64, strict=False) if c in cols else pl.lit(None, pl.Float64)
+            for c in PIPES]
+    has = pl.any_horizontal(*(e.is_not_null() for e in each))
+    w = pl.when(pl.lit(1e-3) > dur).then(1e-3).otherwise(dur)
+    return [pl.when(has).then(w).alias("_w"),
+            *(pl.when(has).then(pl.when(e.is_null() | (e == 0)).then(0.0).otherwise(e) * w)
+              .alias(f"_w{k}") for k, e in enumerate(each))]
+
 
 def _merge_communication(per: dict[tuple, list[_Op]]) -> None:
     """HCCL rows carry no stream id, yet a compute stream that idles while one runs waits on it:
