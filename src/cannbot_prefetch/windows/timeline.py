@@ -17,7 +17,7 @@ from .types import COMM, HEAVY, PredOp
 
 # ------------------------------------------------------------------------------ timeline
 
-@dataclass
+@dataclass(slots=True)    # 10^4-10^5 per timeline
 class _Op:
     idx: int
     type: str
@@ -140,7 +140,7 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
         return pl.col(c) if c in cols else pl.lit(None)
 
     part = ("_step", "_stream")
-    launch, stack, sig = pl.col("_launch"), pl.col("_stack"), pl.col("_sig")
+    launch, stack, sig = pl.col("_launch"), pl.col("_sk"), pl.col("_sig")
     joins = (launch.is_not_null() & (launch != "") & sig.is_null()
              & sig.is_null().shift(1).over(part) & (launch.shift(1).over(part) == launch)
              & (stack.shift(1).over(part) == stack)).fill_null(False)
@@ -152,13 +152,15 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
                    if c not in present),
                  col("step").alias("_step"), col("stream").alias("_stream"),
                  col("launch_op").alias("_launch"), dur.alias("_dur"), col("sig_id").alias("_sig"),
-                 col("stack").cast(pl.Utf8).fill_null("").alias("_stack"))
+                 col("stack").cast(pl.Utf8).fill_null("").alias("_stack")))
+    # stacks compared by their code: a shifted copy of the text would double its memory
+    t, stacks = _coded(t, ["_stack"], "_sk")
+    t = (t.drop("_stack")
          .with_columns(pl.int_range(pl.len()).alias("_i"),
                        (pl.col("start_ns") + pl.col("_dur") * 1000).cast(pl.Int64).alias("_end"),
                        *_weighted_pipes(cols), joins.alias("_joins"))
          .with_columns(pl.when(pl.col("_joins")).then(None).otherwise(pl.col("_i"))
                        .forward_fill().over(part).alias("_op")))
-    t, stacks = _coded(t, ["_stack"], "_sk")
     if not present:
         return t.with_columns(pl.lit(0).alias("_sb")), [(None,) * len(_SHAPES)], stacks
     t, combos = _coded(t, present, "_sb")
