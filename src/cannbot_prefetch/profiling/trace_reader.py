@@ -27,6 +27,7 @@ __all__ = ["read_trace_rows", "output_dims"]
 
 _SAMPLES = 5
 _TASK_TYPE = _TEXT_INDEX["Task Type"]
+_CALL_STACK, _INPUT_DIMS = _TEXT_INDEX["Call stack"], _TEXT_INDEX["Input Dims"]
 
 
 def read_trace_rows(path: Path, source: str, max_bytes: int) -> ReadResult:
@@ -47,12 +48,14 @@ _COLUMNS = {"row": pl.Int64, "name": pl.Utf8, "type": pl.Utf8, "core": pl.Utf8,
             "start_ns": pl.Int64, "dur_us": pl.Float64, "stream": pl.Utf8, "task_id": pl.Int64,
             "model_id": pl.Int64, "stack": pl.Utf8, "launch_op": pl.Utf8,
             "launch_input_dims": pl.Utf8, "step": pl.Int64}
+_STACK = list(_COLUMNS).index("stack")      # rows carry a code into the distinct stacks
 
 
 def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
     cpu = threads(trace.events, lambda e: e.cat in ("cpu_op", "python_function"))
-    launches = {k: _Launches(v) for k, v in cpu.items()}
+    stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
+    launches = {k: _Launches(v, stacks) for k, v in cpu.items()}
 
     rows: list[tuple] = []
     bad, samples = 0, []
@@ -90,8 +93,11 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
                 and e.cat in ("cpu_op", "python_function")]
     rows += _communication_rows(trace)
     columns = list(zip(*rows)) if rows else [()] * len(_COLUMNS)
-    df = pl.DataFrame({c: pl.Series(c, v, dtype=t)
-                       for (c, t), v in zip(_COLUMNS.items(), columns)})
+    data = {c: pl.Series(c, v, dtype=t) for (c, t), v in zip(_COLUMNS.items(), columns)
+            if c != "stack"}
+    data["stack"] = pl.Series("stack", list(stacks), dtype=pl.Utf8).gather(
+        pl.Series(columns[_STACK], dtype=pl.UInt32))
+    df = pl.DataFrame({c: data[c] for c in _COLUMNS})
     df = df.with_columns(pl.lit(source).alias("source"))
     df, memsets = drop_memset(df)
     notes = [f"{source}: kernel types derived from aclnn kernel names; no shapes in a trace"]
@@ -129,13 +135,16 @@ def _communication_rows(trace: Trace) -> list[tuple]:
 
 class _Launches:
     """One host thread's nested cpu_op / python_function spans, asked what launched a kernel
-    at a time: (stack, launch op, its input dims, step). Kernels launched inside the same
-    innermost span get the same answer, so it is worked out once per span."""
+    at a time: (stack code, launch op, its input dims, step); `stacks` numbers the distinct
+    stacks of every thread. Kernels launched inside the same innermost span get the same
+    answer, so it is worked out once per span."""
 
-    def __init__(self, spans: list[Span]):
+    def __init__(self, spans: list[Span], stacks: dict[str, int]):
         self.spans = spans
         self.starts = [s.start for s in spans]
         self.memo: dict[int, tuple] = {}
+        self.up: dict[int, tuple] = {}      # span -> _launch(spans, span)
+        self.stacks = stacks
 
     def at(self, ts: int) -> tuple:
         spans = self.spans
@@ -144,8 +153,34 @@ class _Launches:
             k = spans[k].parent
         hit = self.memo.get(k)
         if hit is None:
-            hit = self.memo[k] = _launch(spans, k)
+            stack, op, dims, step = self._launch(k)
+            code = None if stack is None else self.stacks.setdefault(stack, len(self.stacks))
+            hit = self.memo[k] = (code, op, dims, step)
         return hit
+
+    def _launch(self, k: int) -> tuple:
+        """`_launch(spans, k)`, kept per span: a named cpu_op (the common span) decides the op,
+        its dims and a stack of its own, the rest comes from its parent's answer; any other
+        span is walked in full."""
+        spans, up = self.spans, self.up
+        chain = []
+        while k >= 0 and k not in up:
+            ev = spans[k].event
+            if ev.cat != "cpu_op" or not ev.name or STEP_MARKER.match(ev.name):
+                up[k] = _launch(spans, k)
+                break
+            chain.append(k)
+            k = spans[k].parent
+        got = up[k] if k >= 0 else (None, None, None, None)
+        for k in reversed(chain):
+            ev = spans[k].event
+            texts = ev.texts
+            stack = join_stack(texts[_CALL_STACK]) if texts is not None and texts[_CALL_STACK] \
+                else None
+            dims = join_stack(texts[_INPUT_DIMS]) if texts is not None else None
+            got = (got[0] if stack is None else stack), ev.name, dims, got[3]
+            up[k] = got
+        return got
 
 
 def _launch(spans: list[Span], k: int) -> tuple:
