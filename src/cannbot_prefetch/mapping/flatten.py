@@ -9,33 +9,22 @@ attribute bound to a method in `__init__`), `layer` (a loop variable over `self.
 bound to `self.layers[i]`: the element class is known, the access is not a fixed path). Fused
 expert Parameters are used, not called: their first use counts, and a call to a module known only
 by its fused weights (`self.experts(...)` of a vLLM FusedMoE) runs them.
+
+What each callee names is refs.py's `resolve`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import libcst as cst
 
 from ..pysource import Stmt, call_name, code_of
 from .evaluate import LinearAttr
+from .evaluate.syntax import local_assign
+from .refs import Ref, bases_chain, holds_linears, own_params, resolve, sub_linears
 from .source import Event, Hop, ModelSource
 
 NORM_HINTS = ("norm",)
 ACT_HINTS = ("act", "silu", "gelu", "swiglu", "relu")
-
-
-@dataclass(frozen=True)
-class Ref:
-    """What an expression in a method names."""
-
-    kind: str                  # module | list | linear | method | unknown
-    cls: str | None            # module class (element class for a list); method's class
-    access: str | None         # path from the method's `self`; None through a loop / variable index
-    attr: str = ""             # linear attribute, method name, or the last attribute step
-    owner: str = ""            # class that declares attr
-    via_list: bool = False     # an element of a module list reached through a variable
-    alts: tuple["Ref", ...] = ()   # a local bound to one of several methods (if/else)
 
 
 def _post_order_calls(node: cst.CSTNode) -> list[cst.Call]:
@@ -62,126 +51,6 @@ def _stmt_calls(s: Stmt) -> list[cst.Call]:
     return _post_order_calls(s.node)
 
 
-# ------------------------------------------------------------------------------ class lookups
-
-def bases_chain(ms: ModelSource, cls: str) -> list[str]:
-    out, todo = [], [cls]
-    while todo:
-        c = todo.pop(0)
-        if c in out or c not in ms.classes:
-            continue
-        out.append(c)
-        todo.extend(b.split(".")[-1] for b in ms.classes[c][1].bases)
-    return out
-
-
-def find_linear(ms: ModelSource, cls: str, attr: str) -> LinearAttr | None:
-    for c in bases_chain(ms, cls):
-        lin = ms.linears.get((c, attr))
-        if lin is not None:
-            return lin
-    return None
-
-
-def find_child(ms: ModelSource, cls: str, attr: str) -> tuple[str | None, str, bool]:
-    """(child class, declaring class, is a list) of `self.<attr>`, through the base classes."""
-    for c in bases_chain(ms, cls):
-        if (c, attr) in ms.children:
-            return ms.children[(c, attr)], c, (c, attr) in ms.list_children
-    return None, "", False
-
-
-def sub_linears(ms: ModelSource, cls: str, attr: str) -> list[LinearAttr]:
-    """Weights of `self.<attr>` known only by name (`experts.w13_weight` of a FusedMoE)."""
-    for c in bases_chain(ms, cls):
-        subs = [lin for (k, a), lin in ms.linears.items() if k == c and a.startswith(attr + ".")]
-        if subs:
-            return sorted(subs, key=lambda lin: lin.line)
-    return []
-
-
-def method_targets(ms: ModelSource, cls: str, attr: str) -> list[str]:
-    """Methods `self.<attr>` is bound to in `__init__` (`self.mlp_forward = self.forward_x`)."""
-    for c in bases_chain(ms, cls):
-        got = ms.method_aliases.get((c, attr))
-        if got:
-            return got
-    return []
-
-
-def _holds_linears(ms: ModelSource, cls: str, depth: int = 3) -> bool:
-    for c in bases_chain(ms, cls):
-        if any(k == c for (k, _) in ms.linears):
-            return True
-        if depth > 0 and any(_holds_linears(ms, child, depth - 1)
-                             for (k, _), child in ms.children.items() if k == c):
-            return True
-    return False
-
-
-def _own_params(ms: ModelSource, cls: str) -> list[LinearAttr]:
-    got = [lin for c in bases_chain(ms, cls) for (k, a), lin in ms.linears.items()
-           if k == c and lin.is_param and "." not in a]
-    return sorted(got, key=lambda lin: lin.line)
-
-
-def attr_owner(ms: ModelSource, cls: str, attr: str) -> str:
-    for c in bases_chain(ms, cls):
-        if (c, attr) in ms.linears or (c, attr) in ms.children:
-            return c
-        if attr in ms.classes[c][1].attrs:
-            return c
-    return cls
-
-
-# ------------------------------------------------------------------------------ resolving
-
-def _index(node: cst.Subscript) -> str | None:
-    """`0` for x[0] (a literal index), None for anything else (a variable, a slice, a dict key:
-    the element's class is known, but it is no fixed path a plan's weight may name)."""
-    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-        return None
-    v = node.slice[0].slice.value
-    return v.value if isinstance(v, cst.Integer) else None
-
-
-def resolve(ms: ModelSource, cls: str, node: cst.BaseExpression, local: dict[str, Ref]) -> Ref | None:
-    """What `node` names inside a method of `cls` (None: not a module path)."""
-    if isinstance(node, cst.Name):
-        if node.value == "self":
-            return Ref("module", cls, "self")
-        return local.get(node.value)
-    if isinstance(node, cst.Subscript):
-        base = resolve(ms, cls, node.value, local)
-        if base is None or base.kind != "list":
-            return None
-        is_slice = len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice)
-        if is_slice:
-            return base
-        idx = _index(node)
-        acc = f"{base.access}[{idx}]" if base.access is not None and idx is not None else None
-        return Ref("module", base.cls, acc, base.attr, base.owner, via_list=acc is None)
-    if isinstance(node, cst.Attribute):
-        base = resolve(ms, cls, node.value, local)
-        if base is None or base.kind != "module" or base.cls is None:
-            return None
-        a = node.attr.value
-        acc = f"{base.access}.{a}" if base.access is not None else None
-        lin = find_linear(ms, base.cls, a)
-        if lin is not None:
-            return Ref("linear", None, acc, a, lin.cls)
-        child, owner, is_list = find_child(ms, base.cls, a)
-        if child is not None:
-            return Ref("list" if is_list else "module", child, acc, a, owner)
-        if ms.method(base.cls, a) is not None:
-            return Ref("method", base.cls, base.access, a, base.cls, base.via_list)
-        bound = method_targets(ms, base.cls, a)
-        if bound:
-            return Ref("method", base.cls, base.access, bound[0], base.cls, base.via_list)
-        return Ref("unknown", None, acc, a, attr_owner(ms, base.cls, a))
-    return None
-
-
 def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
     """(loop variable, iterated expression) of `for x in it` / `for i, x in enumerate(it)`."""
     it, target = node.iter, node.target
@@ -190,18 +59,6 @@ def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
         if isinstance(target, cst.Tuple) and len(target.elements) == 2:
             target = target.elements[1].value
     return (target.value if isinstance(target, cst.Name) else None), it
-
-
-def _local_binding(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
-    """`name = <expr>` (one target, one name)."""
-    node = s.node
-    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
-        return None
-    small = node.body[0]
-    if isinstance(small, cst.Assign) and len(small.targets) == 1 and \
-            isinstance(small.targets[0].target, cst.Name):
-        return small.targets[0].target.value, small.value
-    return None
 
 
 # ------------------------------------------------------------------------------ the walk
@@ -293,7 +150,7 @@ def _walk_method(ms, cls, method, prefix, out, depth, active, site) -> None:
             r = resolve(ms, cls, it, local)
             if var and r is not None and r.kind == "list":
                 local[var] = Ref("module", r.cls, None, r.attr, r.owner, via_list=True)
-        bound = _local_binding(s)
+        bound = local_assign(s)
         if bound is not None:
             r = resolve(ms, cls, bound[1], local)
             if r is not None and r.kind in ("module", "list", "linear"):
@@ -359,7 +216,7 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
     if r.kind == "module" and r.cls is not None:
         kind = "norm" if "norm" in r.cls.lower() else "module"
         out.append(Event(path, kind, r.owner or cls, r.attr, r.cls))
-        if kind == "module" or _holds_linears(ms, r.cls):
+        if kind == "module" or holds_linears(ms, r.cls):
             # every class the attribute may hold (if/else in __init__); a norm only when it runs
             # linears of its own (a gated norm), else it stays one light op
             alts = ms.alternatives.get((r.owner, r.attr), [r.cls])
@@ -371,7 +228,7 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
             # by it: `layer.w13_weight`) run when the module runs
             seen = {(e.owner, e.attr) for e in out[start:] if e.kind == "linear"}
             for alt in alts:
-                for lin in _own_params(ms, alt):
+                for lin in own_params(ms, alt):
                     if (lin.cls, lin.attr) not in seen:
                         seen.add((lin.cls, lin.attr))
                         out.append(Event(prefix + (Hop(owner, method, i, text, s.start,

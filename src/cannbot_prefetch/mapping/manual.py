@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 
 from ..errors import InputError, SourceError
 from ..plan import Insert, Join
-from .flatten import bases_chain, find_child, find_linear, flatten, sub_linears
+from .flatten import flatten
 from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr
+from .refs import bases_chain, find_child, find_linear, sub_linears
 from .source import Event, LinearAttr, ModelSource
 
 
