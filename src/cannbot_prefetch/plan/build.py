@@ -34,7 +34,8 @@ from typing import Any, Sequence
 from .. import reasons
 from ..errors import InputError
 from ..mapping import Mapped, Mapper
-from ..mapping.source import ModelSource, load_config, load_model_source
+from ..mapping.config import load_config
+from ..mapping.source import ModelSource, load_model_source
 from ..mapping.stack import parse_src_map
 from ..settings import configs_dir, policy
 from ..sizing import Sized

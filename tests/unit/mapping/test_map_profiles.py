@@ -7,7 +7,8 @@ import pytest
 
 from cannbot_prefetch import hardware
 from cannbot_prefetch.mapping import Mapped, Mapper
-from cannbot_prefetch.mapping.source import load_config, load_model_source
+from cannbot_prefetch.mapping.config import load_config
+from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.profiling.table import KernelTable
 from cannbot_prefetch.legality import dependency_problem

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from cannbot_prefetch.errors import InputError, SourceError
+from cannbot_prefetch.mapping.config import load_config
 from cannbot_prefetch.mapping.flatten import flatten, roots
-from cannbot_prefetch.mapping.source import load_config, load_model_source
+from cannbot_prefetch.mapping.source import load_model_source
 
 
 def test_llama_linears_from_config(modeling, example_config):

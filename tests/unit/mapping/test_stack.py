@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.mapping.source import load_config, load_model_source
+from cannbot_prefetch.mapping.config import load_config
+from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.mapping.stack import model_places, parse_src_map, parse_stack
 
 TORCH = "/usr/lib/python3.10/site-packages/torch/nn/modules"

@@ -402,7 +402,7 @@ def test_more_tokens_make_the_gmm_worth_it(examples_dir):
     from dataclasses import replace as dc_replace
     from types import SimpleNamespace
 
-    from cannbot_prefetch.mapping.source import load_config
+    from cannbot_prefetch.mapping.config import load_config
     from cannbot_prefetch.plan.size import experts_hit
     from cannbot_prefetch.settings import policy
     from cannbot_prefetch.windows import TargetSig

@@ -1,0 +1,116 @@
+"""The module structure of the loaded classes, read from their `__init__`: which class each
+`self.x = ...` may hold (module lists, local lists appended to, conditional constructors), methods
+bound to attributes, the arguments each class is instantiated with, and the names the classes
+need but do not define (so load_model_source follows the imports that define them)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from ..pysource import dotted
+from .evaluate.syntax import assign_value, callee_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .source import ModelSource
+
+
+def wanted_names(ms: "ModelSource") -> set[str]:
+    """Names the loaded classes need but do not define: base classes and submodule
+    constructors (`class FFN(MoE)`, `self.experts = FusedMoEGMM(...)`)."""
+    out: set[str] = set()
+    for _, info in ms.classes.values():
+        out |= {b.split(".")[-1] for b in info.bases}
+        init = info.methods.get("__init__")
+        for st in init.stmts if init else []:
+            av = assign_value(st)
+            if av is not None:
+                out |= {callee_name(c) for c, _ in _module_calls(av[1])}
+    return out - set(ms.classes)
+
+
+def scan_structure(ms: ModelSource) -> None:
+    """Submodules (every class a `self.x = ...` may hold), module lists, methods bound to
+    attributes, and the argument lists each class is instantiated with."""
+    for cname, (_, info) in ms.classes.items():
+        init = info.methods.get("__init__")
+        if init is None:
+            continue
+        local_lists = _local_appends(init.stmts)
+        for s in init.stmts:
+            appended = _list_append(s)
+            av = assign_value(s) or appended
+            if av is None:
+                continue
+            attr, value = av
+            d = dotted(value) or ""
+            if d.startswith("self.") and d.count(".") == 1 and ms.method(cname, d[5:]):
+                ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
+                continue
+            for call, in_list in _module_calls(value, local_lists):
+                child = callee_name(call)
+                if child in ms.classes:
+                    ms.children.setdefault((cname, attr), child)
+                    alts = ms.alternatives.setdefault((cname, attr), [])
+                    if child not in alts:
+                        alts.append(child)
+                    if in_list or appended is not None:
+                        ms.list_children.add((cname, attr))
+                    ms.ctor_args.setdefault(child, (list(call.args), cname))
+                    ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
+
+
+def _local_appends(stmts) -> dict[str, list[cst.BaseExpression]]:
+    """`mlps.append(MLP(...))` in __init__: what a local list later wrapped in a ModuleList
+    holds (`self.mlps = nn.ModuleList(mlps)`)."""
+    out: dict[str, list[cst.BaseExpression]] = {}
+    for s in stmts:
+        node = s.node
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and \
+                isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
+            call = node.body[0].value
+            d = (dotted(call.func) or "").split(".")
+            if len(d) == 2 and d[1] == "append" and d[0] != "self" and call.args:
+                out.setdefault(d[0], []).append(call.args[0].value)
+    return out
+
+
+def _list_append(s) -> tuple[str, cst.BaseExpression] | None:
+    """`self.layers.append(Layer(...))` -> ("layers", Layer(...))."""
+    node = s.node
+    if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or \
+            not isinstance(node.body[0], cst.Expr) or not isinstance(node.body[0].value, cst.Call):
+        return None
+    call = node.body[0].value
+    d = dotted(call.func) or ""
+    parts = d.split(".")
+    if len(parts) == 3 and parts[0] == "self" and parts[2] == "append" and call.args:
+        return parts[1], call.args[0].value
+    return None
+
+
+def _module_calls(value: cst.BaseExpression, local_lists=None) -> Iterator[tuple[cst.Call, bool]]:
+    if isinstance(value, cst.Call):
+        name = callee_name(value)
+        if name in ("ModuleList", "Sequential", "ModuleDict") and value.args:
+            inner = value.args[0].value
+            elts: list[cst.BaseExpression] = []
+            if isinstance(inner, cst.Name) and local_lists and inner.value in local_lists:
+                elts = list(local_lists[inner.value])
+            elif isinstance(inner, (cst.ListComp, cst.GeneratorExp)):
+                elts = [inner.elt]
+            elif isinstance(inner, cst.DictComp):
+                elts = [inner.value]
+            elif isinstance(inner, (cst.List, cst.Tuple)):
+                elts = [el.value for el in inner.elements]
+            elif isinstance(inner, cst.Dict):
+                elts = [el.value for el in inner.elements if isinstance(el, cst.DictElement)]
+            for el in elts:
+                for call, _ in _module_calls(el):
+                    yield call, True
+            return
+        yield value, False
+    elif isinstance(value, cst.IfExp):
+        yield from _module_calls(value.body)
+        yield from _module_calls(value.orelse)
