@@ -67,7 +67,7 @@ class Trace:
     flows: dict = field(default_factory=dict)   # async_npu flow id -> ((pid, tid), ts ns)
 
 
-@dataclass
+@dataclass(slots=True)
 class Span:
     start: int
     end: int
@@ -100,7 +100,8 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
         elif ph == "s" and e.get("cat") == "async_npu":
             ts, fid = _ns(e.get("ts")), to_int64(e.get("id"))
             if ts is not None and fid is not None:
-                flows[fid] = ((_ident(e.get("pid")), _ident(e.get("tid"))), ts)
+                thread = (_ident(e.get("pid")), _ident(e.get("tid")))
+                flows[fid] = (intern(thread, thread), ts)
         elif ph == "M":
             args = e.get("args")
             label = args.get("name") if isinstance(args, dict) else None
@@ -168,9 +169,10 @@ def _event(i: int, e: dict, cat: str | None, name: str | None, intern) -> Event:
                 ids[key] = v
         if texts is not None:
             texts = tuple(texts)
-    pid, tid = e.get("pid"), e.get("tid")
-    return Event(i, cat, name, pid if type(pid) in (int, str) else None,
-                 tid if type(tid) in (int, str) else None, start, dur, texts, ids, bad)
+    pid, tid = e.get("pid"), e.get("tid")   # stored once each, like the strings
+    return Event(i, cat, name, intern(pid, pid) if type(pid) in (int, str) else None,
+                 intern(tid, tid) if type(tid) in (int, str) else None, start, dur, texts, ids,
+                 bad)
 
 
 def _listed_text(key: str, value) -> str | None:
