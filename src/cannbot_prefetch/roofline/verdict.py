@@ -109,11 +109,13 @@ def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any]) -> tuple[st
     """Measured verdict of any op (a window op of any type) from its PipeUtilization ratios
     (aic_mac, aic_mte2, aiv_vec, aiv_mte2): the cube and the vector side each by the rule above,
     memory-bound when either side is. (None, "") when the op has no counters."""
-    mac, mte2, vec, vmte2 = (x or 0.0 for x in pipes)
-    sides = [(side, a, b) for side, a, b in (("aic", mac, mte2), ("aiv", vec, vmte2)) if a or b]
-    if not sides:
+    mac, mte2, vec, vmte2 = pipes         # asked for every op of a timeline: no generators
+    mac, mte2, vec, vmte2 = mac or 0.0, mte2 or 0.0, vec or 0.0, vmte2 or 0.0
+    aic = (measured_verdict(mac, mte2, pol), "aic", mac, mte2) if mac or mte2 else None
+    aiv = (measured_verdict(vec, vmte2, pol), "aiv", vec, vmte2) if vec or vmte2 else None
+    if aic is None and aiv is None:
         return None, ""
-    got = [(measured_verdict(a, b, pol), side, a, b) for side, a, b in sides]
+    got = [g for g in (aic, aiv) if g is not None]
     v, side, a, b = next((g for g in got if g[0] == Verdict.MEMORY), None) or \
         next((g for g in got if g[0] == Verdict.COMPUTE), got[0])
     other = "mac" if side == "aic" else "vec"
