@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,25 @@ def _npu_namespace(rec: Recorder) -> types.SimpleNamespace:
                                  is_available=lambda: False)
 
 
+def release_library(lib) -> None:
+    """Undo a `torch.library.Library`'s registrations now, and only now.
+
+    `Library._destroy()` leaves the object's weakref finalizer armed. A library that sits in a
+    reference cycle (a module's `_lib`: the module's functions hold its globals) is collected
+    later, at whatever moment the cyclic GC runs, and its finalizer then clears
+    `torch.ops.<ns>.<op>` once more: by then another library's op of the same name. The next
+    lookup builds a new OpOverload that torch.fx does not know as side-effecting, and a compiled
+    graph drops every prefetch (a test failed that way, depending on GC timing). Running the
+    finalizer itself does the whole cleanup once and disarms it.
+    """
+    for fin in list(weakref.finalize._registry):  # the stdlib's table of live finalizers
+        held = fin.peek()
+        if held is not None and held[0] is lib:
+            fin()
+            return
+    lib._destroy()  # no finalizer found (another torch): the registrations still go
+
+
 def _register(rec: Recorder):
     """`torch.ops.npu.npu_prefetch` on CPU, recording into `rec`; the Library owns it."""
     import torch
@@ -106,7 +126,7 @@ def stub_torch_npu(rec: Recorder | None = None):
     try:
         yield rec
     finally:
-        lib._destroy()
+        release_library(lib)
         state = sys.modules.get(RUNTIME_STATE)  # the helper's side streams made of stub parts
         if state is not None:
             for key, stream in list(state.side_streams.items()):

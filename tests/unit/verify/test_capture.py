@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 from cannbot_prefetch.rewrite.engine import rewrite_source  # noqa: E402
 from cannbot_prefetch.rewrite.helper import RUNTIME_STATE, helper_source  # noqa: E402
 from cannbot_prefetch.verify.runner import verify_model  # noqa: E402
+from cannbot_prefetch.verify.stub import release_library  # noqa: E402
 
 from rewrite.sites import plan, site  # noqa: E402
 
@@ -213,7 +214,7 @@ def test_with_an_installed_torch_npu_compiled_prefetches_are_counted(build, tmp_
     finally:
         fake = sys.modules.pop("torch_npu", None)
         if fake is not None:
-            fake._lib._destroy()
+            release_library(fake._lib)
         if hasattr(torch, "npu"):
             del torch.npu
         state = sys.modules.get(RUNTIME_STATE)  # the fake's side streams go with it
