@@ -125,7 +125,7 @@ def _read_view(f: Path) -> SourceView:
                           f"{str(exc).splitlines()[0]}", path=str(f)) from None
 
 
-def project_root(start: Path) -> Path | None:
+def enclosing_project(start: Path) -> Path | None:
     """The nearest folder above `start` that holds .git, pyproject.toml or setup.py; None for
     code inside an installed package (site-packages is nobody's project)."""
     for d in [start, *start.parents]:
@@ -184,7 +184,7 @@ def load_model_source(model_src: str | Path, config: dict[str, Any], config_path
     ms = ModelSource(files, classes, config, config_path, tp, moe_tp, primary={str(f) for f in primary})
     src = Path(model_src)
     folder = (src if src.is_dir() else src.parent).resolve()
-    root = project_root(folder)
+    root = enclosing_project(folder)
     bound = root or folder
     roots_ = [root] if root else []
     for _ in range(max(follow_imports, 0)):

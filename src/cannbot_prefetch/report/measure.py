@@ -29,7 +29,7 @@ from ..settings import op_classes
 from .sites import measure_site, signature_key  # noqa: F401  (signature_key: report's key)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..plan import Plan, Site
+    from ..plan import Plan
 
 
 

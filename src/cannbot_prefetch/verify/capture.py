@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..plan import Plan
-from .checks import Check, Expected, outputs_equal
+from .checks import Check, Expected, call_with, outputs_equal
 from .graph import is_join, is_prefetch, op_name, order_problem
 
 BACKENDS = ("eager", "aot_eager")
@@ -89,14 +89,6 @@ def _backend(kind: str, rec: Recorder) -> Callable:
                             keep_inference_input_mutations=True)(gm, example_inputs)
 
     return compile_fn
-
-
-def _call(fn, inputs):
-    if isinstance(inputs, dict):
-        return fn(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return fn(*inputs)
-    return fn(inputs)
 
 
 @dataclass
@@ -168,7 +160,7 @@ def _compiles_off(target: Target, set_switch: Callable[[bool], None], backend: s
         with _fresh():
             compiled = torch.compile(target.module, backend=_backend(backend, rec), fullgraph=True)
             for k in batches:
-                _call(compiled, target.inputs(k))
+                call_with(compiled, target.inputs(k))
         return None, rec.compiles
     except Exception as exc:  # noqa: BLE001 - the model's own compile problem, reported
         return _first_line(exc), rec.compiles
@@ -231,7 +223,7 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
             with _fresh() as counters:
                 compiled = torch.compile(target.module, backend=_backend(backend, rec),
                                          fullgraph=True)
-                out, fired = counted(lambda: target.result(_call(compiled, target.inputs(1))))
+                out, fired = counted(lambda: target.result(call_with(compiled, target.inputs(1))))
                 breaks = sum(counters["graph_break"].values())
                 graphs = rec.aot if backend == "aot_eager" else rec.dynamo
                 captured[backend] = graphs[-1] if graphs else None
@@ -317,9 +309,9 @@ def _recompiles(target: Target, compiled, rec: Recorder, counted: Callable, want
                 set_switch: Callable[[bool], None]) -> Check:
     """Called after the first compiled call at batch x1: calls x8 and x256."""
     counts = [rec.compiles]
-    fired = [counted(lambda: _call(compiled, target.inputs(1)))[1]]
+    fired = [counted(lambda: call_with(compiled, target.inputs(1)))[1]]
     for k in DECODE_BATCHES[1:]:
-        fired.append(counted(lambda: _call(compiled, target.inputs(k)))[1])
+        fired.append(counted(lambda: call_with(compiled, target.inputs(k)))[1])
         counts.append(rec.compiles)
     sizes = ", ".join(f"x{k}" for k in DECODE_BATCHES)
     detail = (f"decode batches {sizes} of the factory's: compiled graphs after each "

@@ -21,6 +21,15 @@ from ..plan.schema import decode_guard_text
 from .graph import is_prefetch, order_problem
 
 
+def call_with(fn, inputs):
+    """Call `fn` the way the model's example inputs are given: keywords, positionals or one."""
+    if isinstance(inputs, dict):
+        return fn(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return fn(*inputs)
+    return fn(inputs)
+
+
 @dataclass
 class Check:
     name: str

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..plan import Plan, load_plan, write_atomic
 from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
-from .checks import (Check, capture_inputs, check_calls, expected_weights, graph_order,
+from .checks import (Check, call_with, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
 
 NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
@@ -50,14 +50,6 @@ def require_torch():
     except ImportError:
         raise InputError("verify needs torch, which is not installed", hint=INSTALL_HINT) from None
     return torch
-
-
-def _call(fn, inputs):
-    if isinstance(inputs, dict):
-        return fn(**inputs)
-    if isinstance(inputs, (tuple, list)):
-        return fn(*inputs)
-    return fn(inputs)
 
 
 def helpers_of(model) -> list:
@@ -147,14 +139,14 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
             return checks, stub
         checks.append(Check("switch", True, f"{carriers} module(s) carry self.{name}; helper mode "
                                             f"{helpers[0].MODE}"))
-        off = _call(model, inputs)
+        off = call_with(model, inputs)
         checks.append(Check("switch off: no prefetch", not rec.calls,
                             "no npu_prefetch call" if not rec.calls else
                             f"{len(rec.calls)} call(s) with the switch off"))
         rec.calls.clear()
         set_switch(model, name, True)
         try:
-            on = _call(model, inputs)
+            on = call_with(model, inputs)
         finally:
             set_switch(model, name, False)
         same, detail = outputs_equal(off, on)
@@ -166,7 +158,7 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
             set_switch(model, name, True)
             try:
                 layer_name, layer = pick_layer(model, plan)
-                call = capture_inputs(layer, lambda: _call(model, inputs)) if layer is not None else None
+                call = capture_inputs(layer, lambda: call_with(model, inputs)) if layer is not None else None
                 if call is None:
                     checks.append(Check("graph order", False, "no module of the planned classes ran"))
                 else:
