@@ -85,6 +85,8 @@ def text_to_ns(value: object) -> int | None:
 
 def to_int64(value: object) -> int | None:
     """A JSON cell -> int that fits Int64, or None."""
+    if type(value) is int:       # the common cell (a trace's ids): no text round trip
+        return value if -(2 ** 63) <= value < 2 ** 63 else None
     try:
         out = int(str(value).strip())
     except (TypeError, ValueError):

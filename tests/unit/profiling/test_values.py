@@ -73,3 +73,13 @@ def test_metrics_from_columns():
     assert C.metrics_from_columns(["aic_main_mem_read_bw_gbps"]) == "Memory"
     assert C.metrics_from_columns(["aic_l0a_read_bw_gbps"]) == "MemoryL0"
     assert C.metrics_from_columns(["name"]) is None
+
+
+def test_to_int64_ints_text_and_what_is_no_int64():
+    from cannbot_prefetch.profiling.values import to_int64
+
+    assert to_int64(4294967295) == 4294967295 and to_int64(" 12 ") == 12
+    assert to_int64(-(2 ** 63)) == -(2 ** 63) and to_int64(2 ** 63 - 1) == 2 ** 63 - 1
+    assert to_int64(2 ** 63) is None and to_int64(str(2 ** 63)) is None
+    assert to_int64(True) is None and to_int64(1.5) is None and to_int64(None) is None
+    assert to_int64("1.0") is None and to_int64([1]) is None
