@@ -53,6 +53,13 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
 # these and the counter-group fingerprints).
 PIPE_COUNTERS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio")
 
+def end_ns(start: pl.Expr, dur_us: pl.Expr) -> pl.Expr:
+    """A kernel's end in integer ns: the duration is scaled and truncated to ns on its own, then
+    added. `start + dur * 1000` in float64 would round every end to 256 ns (starts are ~1.8e18
+    ns, past float64's exact integers); window sizes are differences of such ends."""
+    return start + (dur_us * 1000.0).cast(pl.Int64)
+
+
 # BASE_SCHEMA columns only the report reads (wait per step, the L2 join on stream + task id):
 # load_profile(..., counters="analysis") leaves them null instead of parsing them.
 REPORT_ONLY = ("wait_us", "block_dim", "task_id")

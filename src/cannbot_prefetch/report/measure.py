@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import polars as pl
 
-from ..profiling.table import Profile
+from ..profiling.table import Profile, end_ns
 from ..settings import op_classes
 from .sites import measure_site, signature_key  # noqa: F401  (signature_key: report's key)
 
@@ -175,7 +175,7 @@ def _steps_of(df: pl.DataFrame) -> list[int | None]:
 
 
 def _end_ns(df: pl.DataFrame) -> pl.Expr:
-    return pl.col("start_ns") + (pl.col("dur_us") * 1000.0).cast(pl.Int64)
+    return end_ns(pl.col("start_ns"), pl.col("dur_us"))
 
 
 def _choose_compute_stream(df: pl.DataFrame, preferred: Sequence[str]) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from ..hardware import HardwareProfile
-from ..profiling.table import KernelTable
+from ..profiling.table import KernelTable, end_ns
 from ..settings import policy as load_policy
 from .cost import OpCost, cost_or_reason
 from .families import FamilyRules, default_rules
@@ -220,7 +220,7 @@ def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
         timed = timed.filter(pl.col("start_ns").is_not_null())
     if timed.is_empty():
         return None, "none", "share not computed: no start times"
-    end = pl.col("start_ns") + (pl.col("dur_us").fill_null(0.0) * 1000.0).cast(pl.Int64)
+    end = end_ns(pl.col("start_ns"), pl.col("dur_us").fill_null(0.0))
     if timed["step"].null_count() < timed.height:
         spans = (timed.filter(pl.col("step").is_not_null()).group_by("step")
                  .agg((end.max() - pl.col("start_ns").min()).alias("span")))

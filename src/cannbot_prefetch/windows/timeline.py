@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from ..profiling.table import PIPE_COUNTERS
+from ..profiling.table import PIPE_COUNTERS, end_ns
 from .types import COMM, HEAVY, PredOp
 
 
@@ -157,7 +157,7 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
     t, stacks = _coded(t, ["_stack"], "_sk")
     t = (t.drop("_stack")
          .with_columns(pl.int_range(pl.len()).alias("_i"),
-                       (pl.col("start_ns") + pl.col("_dur") * 1000).cast(pl.Int64).alias("_end"),
+                       end_ns(pl.col("start_ns"), pl.col("_dur")).alias("_end"),
                        *_weighted_pipes(cols), joins.alias("_joins"))
          .with_columns(pl.when(pl.col("_joins")).then(None).otherwise(pl.col("_i"))
                        .forward_fill().over(part).alias("_op")))
