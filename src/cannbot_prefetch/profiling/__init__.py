@@ -4,8 +4,9 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   discover.py     which files a path means (ranks, msprof runs, slices, old/new layouts)
   columns.py      the one header-alias table, counter names, counter-group fingerprints
   values.py       vectorized value cleanup (quotes, N/A, DT_/FORMAT_, decimal µs -> ns)
-  csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_ragged.py for
-                  files whose rows do not match the header
+  csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_columns.py how
+                  each column is planned and cast; csv_ragged.py for files whose rows do
+                  not match the header
   db_reader.py    torch_npu DB export (sqlite, read-only)
   json_stream.py  a trace's event list one event at a time (bounded memory, gzip, BOM)
   trace_events.py / trace_reader.py / torch_trace.py   Chrome traces (Ascend, PyTorch)

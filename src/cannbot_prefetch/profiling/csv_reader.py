@@ -10,36 +10,26 @@ are dropped and counted with `file:line` samples; the caller judges whether the 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
 from ..errors import InputError
 from . import columns as C
+from .csv_columns import (Spec, cell_flags, flag_bad, frame_exprs, is_native, map_headers,
+                          plan_columns)
 from .csv_ragged import FIELDS as _FIELDS
 from .csv_ragged import LINE as _LINE
 from .csv_ragged import read_text_frame, read_with_csv_module
-from .readout import ReadResult, conform, memset_mask
+from .readout import ReadResult, conform
 from .table import BASE_SCHEMA, REPORT_ONLY
-from .values import (MAX_DURATION_US, NULL_TOKENS, clean_text, strip_prefix, to_float, to_int,
-                     us_text_to_ns)
 
 _SAMPLE_ROWS = 2000
 _PROBE_BYTES = 1 << 16
 _SAMPLE_BYTES = 4 << 20  # a sample of 2000 rows is ~0.6 MB in real exports
 _POLARS_ERRORS = (pl.exceptions.PolarsError, OSError, ValueError)
 _READ = dict(infer_schema=False, encoding="utf8-lossy")
-
-
-@dataclass(frozen=True)
-class _Spec:
-    """How one source column becomes one normalized column."""
-
-    col: str      # header as polars names it
-    name: str     # normalized name
-    kind: str     # text | int | float | counter | start
-    trim: bool    # values need quotes/whitespace trimmed before casting
 
 
 class _Ragged(Exception):
@@ -55,7 +45,7 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
     """
     eol = probe(path, max_columns)
     sample = _read_sample(path, eol)
-    every = _plan(sample, _map_headers(list(sample.columns), path))
+    every = plan_columns(sample, map_headers(list(sample.columns), path))
     cols = [s.col for s in every]
     # With a counter selection (analysis), also skip the text/int extras outside BASE_SCHEMA
     # (OP State, HF32 Eligible, Context ID, Model ID, ...) and the report-only base columns:
@@ -72,14 +62,14 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
         raw = None
     except _Ragged:
         raw = read_text_frame(path, cols, eol)
-        frame = raw.select(_frame_exprs(specs, ragged=True, width=len(every)))
+        frame = raw.select(frame_exprs(specs, ragged=True, width=len(every)))
     # Filters copy every column: on a clean 1M-row export most of them drop nothing, so each
     # runs only when its mask holds a row.
     frame = _keep(frame, ~frame["__blank"]).drop("__blank", "__lastnull", strict=False)
     rows_read = frame.height
     if rows_read == 0:
         raise InputError("no data rows (header only)", path=str(path))
-    frame, duplicates = _drop_duplicates(_flag_bad(frame, specs))
+    frame, duplicates = _drop_duplicates(flag_bad(frame, specs))
 
     bad_lines = frame["row"].filter(frame["__bad"])
     memsets = int((frame["__memset"] & ~frame["__bad"]).sum())
@@ -153,7 +143,7 @@ def _head_lines(path: Path, eol: str) -> Path | io.BytesIO:
     return io.BytesIO(head[:end + 1]) if end > 0 else path
 
 
-def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.DataFrame:
+def _collect_fast(path: Path, specs: list[Spec], eol: str, native: bool) -> pl.DataFrame:
     """One lazy pass: scan, cast, flag. Raises _Ragged when rows have a different width.
 
     `native`: let the CSV parser read clean numeric columns as Float64 directly (no string
@@ -161,7 +151,7 @@ def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.
     retries with text columns, where damage is counted per row.
     """
     overrides = {s.col: (pl.Int64 if s.kind == "int" else pl.Float64)
-                 for s in specs[:-1] if _is_native(s)} if native else {}
+                 for s in specs[:-1] if is_native(s)} if native else {}
     # N/A -> null in the parser, except in the last column, whose nulls reveal short rows
     nulls = {s.col: "N/A" for s in specs[:-1]} if native else None
     lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
@@ -170,7 +160,7 @@ def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.
               else replace(s, kind=s.kind + "@nulled") if native and s.kind == "text" and not s.trim
               and s is not specs[-1] else s for s in specs]
     try:
-        frame = lf.select(_frame_exprs(chosen, ragged=False)).collect(engine="streaming")
+        frame = lf.select(frame_exprs(chosen, ragged=False)).collect(engine="streaming")
     except pl.exceptions.ComputeError as exc:
         raise _Ragged() from exc
     except _POLARS_ERRORS as exc:
@@ -178,103 +168,6 @@ def _collect_fast(path: Path, specs: list[_Spec], eol: str, native: bool) -> pl.
     if frame.width and frame["__lastnull"].any():
         raise _Ragged()
     return frame if frame["row"].is_sorted() else frame.sort("row")
-
-
-# ---------------------------------------------------------------- planning
-
-def _map_headers(header: list[str], path: Path) -> dict[str, tuple[str, str]]:
-    """header -> (normalized name, kind); raises when a required column is missing."""
-    mapping: dict[str, tuple[str, str]] = {}
-    taken: set[str] = set()
-    for h in header:
-        canon = C.canonical(h)
-        if canon and canon not in taken:
-            mapping[h] = (canon, C.ALIASES[canon][1])
-            taken.add(canon)
-        else:
-            name = C.counter_name(h)
-            while name in taken or name in C.ALIASES or name in ("row", "source", "stack"):
-                name += "_2"
-            mapping[h] = (name, "counter")
-            taken.add(name)
-    missing = [c for c in C.REQUIRED if c not in taken]
-    if missing:
-        wanted = " / ".join("|".join(C.ALIASES[m][0][:2]) for m in missing)
-        raise InputError(f"not a kernel table: required column(s) missing: {wanted}",
-                         path=str(path), hint="expected kernel_details.csv or op_summary_*.csv")
-    return mapping
-
-
-def _plan(sample: pl.DataFrame, mapping: dict[str, tuple[str, str]]) -> list[_Spec]:
-    """Per column: does it need trimming, and is an unknown column numeric (a counter)?"""
-    numeric = [h for h, (_, kind) in mapping.items() if kind in ("int", "float", "counter")]
-    stats = sample.select(
-        [clean_text(pl.col(h)).is_not_null().sum().alias(f"n{i}") for i, h in enumerate(numeric)]
-        + [to_float(clean_text(pl.col(h))).is_not_null().sum().alias(f"c{i}")
-           for i, h in enumerate(numeric)]
-        + [to_float(pl.col(h)).is_not_null().sum().alias(f"f{i}") for i, h in enumerate(numeric)]
-    ).row(0, named=True) if numeric else {}
-    texts = [h for h, (_, kind) in mapping.items() if kind == "text"]
-    needs_trim = sample.select(
-        [(clean_text(pl.col(h)).fill_null("") != pl.col(h).fill_null("")).any().alias(h)
-         for h in texts]).row(0, named=True) if texts else {}
-    specs = []
-    for h, (name, kind) in mapping.items():
-        trim = kind == "start" or bool(needs_trim.get(h))
-        if h in numeric:
-            i = numeric.index(h)
-            present, cleaned, fast = stats[f"n{i}"], stats[f"c{i}"], stats[f"f{i}"]
-            if kind == "counter" and cleaned * 2 < present:
-                kind, trim = "text", True   # a text extra of a newer export, not a counter
-            else:
-                trim = cleaned > fast
-        specs.append(_Spec(h, name, kind, trim))
-    return specs
-
-
-# ---------------------------------------------------------------- expressions
-
-def _frame_exprs(specs: list[_Spec], ragged: bool, width: int = 0) -> list[pl.Expr]:
-    """Typed columns plus cheap per-cell presence masks and row flags (__blank, __lastnull).
-
-    Casting is the expensive part, so each cell is cast once; whether a null result was a
-    damaged cell is decided afterwards from the masks (`_flag_bad`).
-    """
-    cols = [s.col for s in specs]
-    first, last = cols[0], cols[-1]
-    name_col = next(s.col for s in specs if s.name == "name")
-    present = [(pl.col(s.col).is_not_null() & (pl.col(s.col) != "N/A")).alias(f"__p:{s.name}")
-               for s in specs if s.kind in ("int", "float", "counter")]
-    out = [pl.col(_LINE).cast(pl.Int64).alias("row"), *[_typed(s).alias(s.name) for s in specs],
-           *present,
-           pl.all_horizontal(pl.col([first, last, name_col]).is_null()).alias("__blank"),
-           _memset(specs),
-           (pl.col(last).is_null() & pl.col(first).is_not_null()).alias("__lastnull")]
-    if ragged:
-        out.append((pl.col(_FIELDS).fill_null(width) != width).alias("__ragged"))
-    return out
-
-
-def _memset(specs: list[_Spec]) -> pl.Expr:
-    by_name = {s.name: s for s in specs}
-    type_ = _typed(by_name["type"]) if "type" in by_name else None
-    return memset_mask(_typed(by_name["name"]), type_).alias("__memset")
-
-
-def _flag_bad(frame: pl.DataFrame, specs: list[_Spec]) -> pl.DataFrame:
-    """Add `__bad` (row unusable) and drop the masks; runs on the typed frame, no recasting."""
-    flags = [pl.col(s.name).is_null() for s in specs if s.name in C.REQUIRED]
-    flags += [pl.col(s.name) < 0 for s in specs if s.name in C.REQUIRED and s.kind != "text"]
-    flags += [pl.col("dur_us") > MAX_DURATION_US]
-    flags += [pl.col(f"__p:{s.name}") & pl.col(s.name).is_null()
-              for s in specs if f"__p:{s.name}" in frame.columns and s.name not in C.REQUIRED]
-    # inf / nan ("1e400", "nan") parse as floats but are no measurement
-    flags += [~pl.col(s.name).is_finite().fill_null(True)
-              for s in specs if frame.schema.get(s.name) == pl.Float64]
-    if "__ragged" in frame.columns:
-        flags.append(pl.col("__ragged"))
-    masks = [c for c in frame.columns if c.startswith("__p:") or c == "__ragged"]
-    return frame.with_columns(pl.any_horizontal(flags).alias("__bad")).drop(masks)
 
 
 def _keep(frame: pl.DataFrame, mask: pl.Series) -> pl.DataFrame:
@@ -299,63 +192,7 @@ def _drop_duplicates(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return kept, frame.height - kept.height
 
 
-def _is_native(spec: _Spec) -> bool:
-    return spec.kind in ("int", "float", "counter") and not spec.trim
-
-
-def _text(spec: _Spec) -> pl.Expr:
-    if spec.trim:
-        return clean_text(pl.col(spec.col))
-    col = pl.col(spec.col)
-    if spec.kind == "text":  # N/A may first appear after the sample (HCCL rows)
-        return pl.when(~col.is_in(NULL_TOKENS)).then(col)
-    return col
-
-
-def _typed(spec: _Spec) -> pl.Expr:
-    if spec.kind.endswith(("@native", "@nulled")):  # typed / N/A-nulled by the parser already
-        return _strip_known_prefix(spec, pl.col(spec.col))
-    text = _text(spec)
-    if spec.kind == "start":
-        return us_text_to_ns(text)
-    if spec.kind == "int":
-        return to_int(text)
-    if spec.kind in ("float", "counter"):
-        return to_float(text)
-    return _strip_known_prefix(spec, text)
-
-
-def _strip_known_prefix(spec: _Spec, text: pl.Expr) -> pl.Expr:
-    if spec.name in C.DTYPE_COLUMNS:
-        return strip_prefix(text, "DT_")
-    if spec.name in C.FORMAT_COLUMNS:
-        return strip_prefix(text, "FORMAT_")
-    return text
-
-
-def _flags(specs: list[_Spec]) -> list[tuple[str, pl.Expr]]:
-    """(column, expression true where that cell makes the row unusable)."""
-    out = []
-    for s in specs:
-        value = _typed(s)
-        if s.name in C.REQUIRED:
-            bad = value.is_null()
-            if s.kind != "text":
-                bad = bad | (value < 0)
-            if s.name == "dur_us":
-                bad = bad | (value > MAX_DURATION_US)
-            if s.kind in ("float", "counter"):
-                bad = bad | ~value.is_finite().fill_null(True)
-        elif s.kind in ("int", "float", "counter"):
-            present = pl.col(s.col).is_not_null() & ~_text(s).is_in(NULL_TOKENS)
-            bad = present & (value.is_null() | ~value.is_finite().fill_null(True))
-        else:
-            continue
-        out.append((s.col, bad))
-    return out
-
-
-def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
+def _explain(path: Path, source: str, specs: list[Spec], lines: list[int],
              raw: pl.DataFrame | None, width: int, eol: str) -> list[str]:
     """`file:line: why` for the first bad rows (re-reads just those lines when needed)."""
     if not lines:
@@ -369,8 +206,8 @@ def _explain(path: Path, source: str, specs: list[_Spec], lines: list[int],
             return [f"{source}:{line}: damaged row" for line in lines]
     else:
         raw = raw.filter(pl.col(_LINE).is_in(lines))
-    checks = [flag.alias(f"bad:{i}") for i, (_, flag) in enumerate(_flags(specs))]
-    labels = [c for c, _ in _flags(specs)]
+    checks = [flag.alias(f"bad:{i}") for i, (_, flag) in enumerate(cell_flags(specs))]
+    labels = [c for c, _ in cell_flags(specs)]
     extra = [pl.col(_FIELDS)] if _FIELDS in raw.columns else []
     table = raw.select(pl.col(_LINE), *extra, *checks, *[pl.col(c) for c in labels
                                                         if c in raw.columns])
