@@ -13,7 +13,9 @@ from typing import Any
 
 from ..errors import InputError
 from ..plan import Plan
-from .measure import ProfileMeasure, measure_profile, shape_overlap, signature_key
+from .measure import measure_profile
+from .sites import signature_key
+from .values import ProfileMeasure, shape_overlap
 from .chart import Point, Roof, points_from_roofline
 from .cmo import CmoRate, calibrate as calibrate_cmo, with_rate
 from .expected import Expectation, expected_gain

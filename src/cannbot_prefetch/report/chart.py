@@ -31,7 +31,7 @@ class Roof:
 
 def points_from_roofline(roofline, target_keys: set[str]) -> list[Point]:
     """Points from `roofline.classify()` signatures; `target_keys` are compare.signature_key()s."""
-    from .measure import signature_key
+    from .sites import signature_key
     out = []
     for s in roofline.signatures:
         if not s.flops or not s.mean_us or not s.ai or s.mean_us <= 0 or s.ai <= 0:

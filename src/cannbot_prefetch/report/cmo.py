@@ -15,7 +15,7 @@ from typing import Any
 
 from ..plan import Plan, Site
 from ..sizing import cmo_cap
-from .measure import ProfileMeasure
+from .values import ProfileMeasure
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..i18n import pairs
 from ..gain import optimistic_share, roofline_bound, site_gain
-from .measure import ProfileMeasure
+from .values import ProfileMeasure
 from .rules import Thresholds
 
 # REFERENCE.md §5, "Measured gains in public".

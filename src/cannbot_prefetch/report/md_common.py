@@ -4,7 +4,7 @@ bilingual names of checks, actions, signals, outcomes and banners, and the numbe
 from __future__ import annotations
 
 from ..i18n import pairs, t as text
-from .measure import Stat
+from .values import Stat
 
 
 class _T:

@@ -9,7 +9,7 @@ from ..gain import optimistic_share
 from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .md_common import CHECK_NAMES, SIGNAL_NAMES, SITE_OUTCOMES, _f, _mark, _pct, _stat
-from .measure import Stat
+from .values import Stat
 from .rules import Check
 
 

@@ -17,10 +17,10 @@ import polars as pl
 
 from ..roofline.families import family_of
 from ..windows import call_sites
+from .values import SiteMeasure, Stat
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Site
-    from .measure import SiteMeasure
 
 
 def norm_dtypes(text: str | None) -> str:
@@ -96,9 +96,7 @@ def _window(seq, j: int, wanted: list[str], reach: int) -> tuple[float, float, l
 
 
 def measure_site(site: "Site", per, signatures, df: pl.DataFrame, steps: list, lookback: int,
-                 l2, l2_of_rows) -> "SiteMeasure":
-    from .measure import SiteMeasure, Stat
-
+                 l2, l2_of_rows) -> SiteMeasure:
     ev = site.evidence or {}
     sig = ev.get("signature") if isinstance(ev.get("signature"), dict) else {}
     ids, how = matching_signatures(signatures, sig)
