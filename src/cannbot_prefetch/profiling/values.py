@@ -48,12 +48,13 @@ def us_text_to_ns(expr: pl.Expr) -> pl.Expr:
     """Decimal µs text -> integer ns, exactly: `1736408883716197.363` -> 1736408883716197363.
 
     Parsed as a 38-digit decimal with 3 places (µs -> whole ns; finer digits are rounded),
-    then scaled: never via float (19 significant digits do not fit one), never by deleting
-    the dot (which breaks on 0-2 decimals: `1699529622790614.8`). Garbage -> null; a negative
-    value passes through for the caller to reject. One cast per cell, no regex.
+    whose stored integer is the ns count: never via float (19 significant digits do not fit
+    one), never by deleting the dot (which breaks on 0-2 decimals: `1699529622790614.8`), no
+    multiply (a decimal product pass over every row). Garbage -> null; a negative value
+    passes through for the caller to reject. One cast per cell, no regex.
     """
     dec = expr.str.strip_chars(_TRIM).cast(pl.Decimal(38, 3), strict=False)
-    ns = (dec * 1000).cast(pl.Int64, strict=False)
+    ns = dec.to_physical().cast(pl.Int64, strict=False)
     return pl.when(ns < MAX_START_NS).then(ns)   # room left for start + duration in Int64
 
 
