@@ -14,14 +14,10 @@ from typing import Any, Callable, Iterator
 Step = Callable[..., None]
 
 
-def _quiet(key: str, **params: Any) -> None:
-    return None
-
-
 @contextlib.contextmanager
-def status(lang: str) -> Iterator[Step]:
+def status(lang: str) -> Iterator[Step | None]:
     if not sys.stderr.isatty():
-        yield _quiet
+        yield None          # the library's own default: no progress
         return
     from rich.console import Console
 

@@ -194,7 +194,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
     `companions`: {"baseline": {"step_times": df, "l2_cache": df}, "optimized": {...}}."""
     th = Thresholds.from_policy(policy)
     if baseline is None:
-        return _plan_only(plan, plan_path, hardware, th, policy)
+        return _plan_only_data(plan, plan_path, hardware, th, policy)
     lookback = int((policy.get("windows") or {}).get("lookback", 3))
     comp = companions or {}
     from ..roofline import classify
@@ -247,7 +247,7 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
                       roof, tuple(rows), th, tuple(notes), cmo)
 
 
-def _plan_only(plan: Plan, plan_path: str, hardware, th: Thresholds, policy) -> ReportData:
+def _plan_only_data(plan: Plan, plan_path: str, hardware, th: Thresholds, policy) -> ReportData:
     """No profile at all (manual mode, no NPU): what the plan's shapes and hardware give, and
     "unknown (no profile)" for the rest; the A/B script measures it."""
     banners = [Banner("no_sites", "the plan has no sites")] if not plan.sites else []

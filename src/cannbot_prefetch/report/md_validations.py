@@ -101,7 +101,7 @@ def _rate(r) -> str:
     return "–" if r is None else f"{r * 100:.1f}%"
 
 
-def _plan_only(d: ReportData, t, w) -> None:
+def _render_plan_only(d: ReportData, t, w) -> None:
     """What the plan's shapes and hardware give without any profile (`report --plan` alone)."""
     unknown = t.k('report.md.unknown_no_profile')
     w(t.k('report.md.plan_only_intro', hw=d.hardware.get("name", "?")))
@@ -121,7 +121,7 @@ def _expected(d: ReportData, t, w) -> None:
     e = d.expectation
     hw = d.hardware.get("name", "?")
     if d.baseline is None:
-        _plan_only(d, t, w)
+        _render_plan_only(d, t, w)
         if not any(s.step_saving_us for s in e.sites):
             _closing(d, t, w)
             return
