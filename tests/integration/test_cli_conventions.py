@@ -126,7 +126,7 @@ def test_progress_only_on_a_terminal(monkeypatch):
     quiet = io.StringIO()
     monkeypatch.setattr(sys, "stderr", quiet)
     with status("en") as step:
-        step("progress.roofline")
+        assert step is None               # the library's default: no progress calls at all
     assert quiet.getvalue() == ""
 
     tty = _Tty()
@@ -240,3 +240,43 @@ def test_reports_print_no_python_none(tmp_path):
                                   "--out", str(out), "--lang", lang])
         assert res.exit_code in (0, 3), res.output
         assert "None" not in out.read_text(encoding="utf-8") and "None" not in res.stdout
+
+
+# ---------------------------------------------------------------------------------- exit
+_EXITS = """
+import atexit, sys
+_FLAG = sys.argv.pop(1)
+atexit.register(lambda: open(_FLAG, "w").write("ran"))
+from cannbot_prefetch.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args, code", [
+    (["prefetch", "analyze", str(EXAMPLE / "profile"), "--json"], 0),
+    (["prefetch", "analyze", str(EXAMPLE / "profile"), "--steps", "5:2", "--json"], 2),
+    (["prefetch", "hardware", "list"], 0),
+], ids=["ok", "unusable", "hardware list"])
+def test_console_script_exit_keeps_codes_output_and_atexit(tmp_path, args, code):
+    """main() leaves through exit_now (no interpreter teardown): the exit code, every byte of
+    stdout and the atexit handlers must survive that."""
+    flag = tmp_path / "atexit"
+    out = tmp_path / "out"
+    extra = ["--out", str(out)] if args[1] == "analyze" else []
+    res = subprocess.run([sys.executable, "-c", _EXITS, str(flag), *args, *extra],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == code, res.stderr
+    assert flag.read_text() == "ran"
+    if "--json" in args:
+        doc = json.loads(res.stdout)          # complete: a lost buffer would not parse
+        assert ("error" in doc) == (code == 2)
+    else:
+        assert res.stdout.strip()
+
+
+@pytest.mark.parametrize("code, status, err", [(None, 0, ""), (3, 3, ""), ("boom", 1, "boom")])
+def test_exit_now_follows_sys_exit(code, status, err):
+    script = f"from cannbot_prefetch.cli import exit_now; print('x', end=''); exit_now({code!r})"
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60)
+    assert (res.returncode, res.stdout, res.stderr.strip()) == (status, "x", err)

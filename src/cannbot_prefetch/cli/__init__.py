@@ -265,4 +265,31 @@ _register()
 
 
 def main() -> None:
-    app()
+    """The console script: run, then leave without the interpreter's teardown."""
+    try:
+        app()
+    except SystemExit as exc:
+        exit_now(exc.code)
+    exit_now(0)
+
+
+def exit_now(code: object) -> None:
+    """Exit as `sys.exit(code)` would, minus tearing down every module and object: after a
+    1M-row analyze that teardown costs ~0.05-0.1 s and changes nothing a user sees. Output is
+    flushed and atexit handlers run first; the files we write are closed by their writers."""
+    import atexit
+
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:                               # sys.exit("text") prints the text and exits 1
+        print(code, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass                        # a closed pipe at the very end: nothing left to say
+    atexit._run_exitfuncs()
+    os._exit(status & 0xFF)
