@@ -142,9 +142,9 @@ def _text(spec: Spec) -> pl.Expr:
 def typed(spec: Spec) -> pl.Expr:
     if spec.kind.endswith(("@native", "@nulled")):  # typed / N/A-nulled by the parser already
         return _strip_known_prefix(spec, pl.col(spec.col))
+    if spec.kind == "start":   # trims itself; no null token parses as a decimal
+        return us_text_to_ns(pl.col(spec.col))
     text = _text(spec)
-    if spec.kind == "start":
-        return us_text_to_ns(text)
     if spec.kind == "int":
         return to_int(text)
     if spec.kind in ("float", "counter"):
