@@ -161,3 +161,20 @@ def test_utf8_bom_and_quoted_header(tmp_path):
     p = load_profile(write_csv(tmp_path / "kernel_details.csv", header, rows))
     row = p.table.df.row(0, named=True)
     assert row["step"] == 7 and row["start_ns"] == 1736408883716197363 and row["dur_us"] == 12.5
+
+
+def test_exact_duplicates_found_when_start_times_are_out_of_order():
+    """Ties are looked for by sorted diff when the column is sorted, else by counting distinct
+    values: both must find an exact duplicate anywhere, keep the first, and keep rows that
+    only share a start time (or share a missing one)."""
+    from cannbot_prefetch.profiling.csv_reader import _drop_duplicates
+
+    frame = pl.DataFrame({"row": [2, 3, 4, 5, 6, 7], "start_ns": [30, 10, 30, 20, None, None],
+                          "name": ["a", "b", "a", "c", "x", "y"],
+                          "__bad": [False] * 4 + [True] * 2})
+    kept, dropped = _drop_duplicates(frame)
+    assert dropped == 1 and kept["row"].to_list() == [2, 3, 5, 6, 7]
+    tied_only = frame.with_columns(pl.Series("name", ["a", "b", "z", "c", "x", "y"]))
+    assert _drop_duplicates(tied_only)[1] == 0
+    assert _drop_duplicates(tied_only.sort("start_ns", nulls_last=True))[1] == 0
+    assert _drop_duplicates(frame.sort("start_ns", nulls_last=True))[1] == 1
