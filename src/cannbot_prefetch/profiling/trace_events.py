@@ -1,9 +1,9 @@
 """Chrome trace events: the compact store both trace readers work from, and nesting per thread.
 
-Shared by the Ascend trace_view reader and the PyTorch trace reader. The file is streamed
-(json_stream.py) and only what the readers use is kept, as slotted `Event`s with repeated
-strings (names, call stacks, shapes) stored once: complete ('X') events of the categories the
-readers look at, `async_npu` flow starts, and process/thread names. Timestamps are decimal µs
+Shared by the Ascend trace_view reader and the PyTorch trace reader. The file is decoded into
+small records (trace_decode.py: one msgspec pass, else streamed) and only what the readers use
+is kept, as slotted `Event`s with repeated strings (names, call stacks, shapes) stored once:
+complete ('X') events of the categories the readers look at, `async_npu` flow starts, and process/thread names. Timestamps are decimal µs
 (strings in Ascend exports, numbers in torch's), parsed from their text so every digit reaches
 the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so each
 reader counts it as damage instead of losing it silently.
@@ -16,8 +16,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from msgspec.structs import astuple
+
 from ..errors import InputError
-from .json_stream import TraceStream
+from .trace_decode import ID_ARGS, TEXT_ARGS, Rec, arg_name, records
 from .values import MAX_DURATION_US, MAX_START_NS, text_to_ns, to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
@@ -26,12 +28,9 @@ STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 # is, since Ascend's hardware and HCCL events carry no category or one a new release may add.
 UNUSED_CATS = frozenset({"enqueue", "dequeue", "cuda_runtime", "cuda_driver", "overhead",
                          "Trace", "gpu_user_annotation"})
-# args kept: text (torch's shape/type lists spelled as text, stored once) and scalar ids.
-_TEXT_ARGS = ("Call stack", "Input Dims", "Input type", "Task Type")
-_TEXT_INDEX = {k: i for i, k in enumerate(_TEXT_ARGS)}
-_ID_ARGS = frozenset({"External id", "stream", "Physic Stream Id", "Stream Id", "Task Id",
-                      "Model Id"})
-_KEPT_ARGS = frozenset(_TEXT_ARGS) | _ID_ARGS
+_TEXT_INDEX = {k: i for i, k in enumerate(TEXT_ARGS)}
+_N_TEXT = len(TEXT_ARGS)
+_NO_TEXT, _NO_TEXT_LIST = (None,) * _N_TEXT, [None] * _N_TEXT
 
 
 @dataclass(slots=True)
@@ -43,7 +42,7 @@ class Event:
     tid: int | str | None
     start: int | None          # ns
     dur_us: float | None
-    texts: tuple | None        # the kept text args, in _TEXT_ARGS order (None: none present)
+    texts: tuple | None        # the kept text args, in TEXT_ARGS order (None: none present)
     ids: dict | None           # the kept id args (None: none present)
     bad: str | None = None     # why ts/dur are unusable
 
@@ -76,8 +75,8 @@ class Span:
 
 
 def load_trace(path: Path, max_bytes: int) -> Trace:
-    """Stream a trace file into a Trace; InputError if it is not one (or too big)."""
-    stream = TraceStream(path, max_bytes)
+    """Read a trace file into a Trace; InputError if it is not one (or too big)."""
+    top, recs = records(path, max_bytes)
     keep: list[Event] = []
     procs: dict = {}
     names: dict = {}
@@ -85,35 +84,34 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
     seen_x = False
     strings: dict = {}
     intern = strings.setdefault
-    for i, e in enumerate(stream.events()):
-        if type(e) is not dict:
+    for i, e in enumerate(recs):
+        if e is None:
             continue
-        ph = e.get("ph")
+        ph = e.ph
         if ph == "X":
             seen_x = True
-            cat, name = e.get("cat"), e.get("name")
+            cat, name = e.cat, e.name
             cat = cat if type(cat) is str else None
             name = intern(name, name) if type(name) is str and name else None
             if cat in UNUSED_CATS and not (name and STEP_MARKER.match(name)):
                 continue
             keep.append(_event(i, e, cat, name, intern))
-        elif ph == "s" and e.get("cat") == "async_npu":
-            ts, fid = _ns(e.get("ts")), to_int64(e.get("id"))
+        elif ph == "s" and e.cat == "async_npu":
+            ts, fid = _ns(e.ts), to_int64(e.id)
             if ts is not None and fid is not None:
-                thread = (_ident(e.get("pid")), _ident(e.get("tid")))
+                thread = (_ident(e.pid), _ident(e.tid))
                 flows[fid] = (intern(thread, thread), ts)
         elif ph == "M":
-            args = e.get("args")
-            label = args.get("name") if isinstance(args, dict) else None
+            label = arg_name(e.args)
             if not isinstance(label, str):
                 continue
-            if e.get("name") == "process_name":
-                procs[_ident(e.get("pid"))] = label
-            elif e.get("name") == "thread_name":
-                names[(_ident(e.get("pid")), _ident(e.get("tid")))] = label
+            if e.name == "process_name":
+                procs[_ident(e.pid)] = label
+            elif e.name == "thread_name":
+                names[(_ident(e.pid), _ident(e.tid))] = label
     if not seen_x:
         raise InputError("trace holds no complete ('X') events", path=str(path))
-    flavour = "ascend" if stream.top == "list" or "Ascend Hardware" in procs.values() else "torch"
+    flavour = "ascend" if top == "list" or "Ascend Hardware" in procs.values() else "torch"
     return Trace(keep, flavour, procs, names, flows)
 
 
@@ -130,9 +128,9 @@ def _ns(ts) -> int | None:
     return text_to_ns(ts)
 
 
-def _event(i: int, e: dict, cat: str | None, name: str | None, intern) -> Event:
-    start = _ns(e.get("ts"))
-    dur = e.get("dur")
+def _event(i: int, e: Rec, cat: str | None, name: str | None, intern) -> Event:
+    start = _ns(e.ts)
+    dur = e.dur
     kind = type(dur)
     if kind is str:
         try:
@@ -149,27 +147,28 @@ def _event(i: int, e: dict, cat: str | None, name: str | None, intern) -> Event:
     elif dur is None or not 0 <= dur <= MAX_DURATION_US:   # NaN fails both comparisons
         bad = "no valid dur"
         dur = None
-    raw = e.get("args")
     texts = ids = None
-    if type(raw) is dict and raw:
-        for key in _KEPT_ARGS.intersection(raw):
-            v = raw[key]
-            k = _TEXT_INDEX.get(key)
-            if k is not None:
+    if e.args is not None:
+        vals = astuple(e.args)          # TEXT_ARGS, then ID_ARGS, then name
+        if vals[:_N_TEXT] != _NO_TEXT:
+            kept = [None] * _N_TEXT
+            for k in range(_N_TEXT):
+                v = vals[k]
+                if v is None:
+                    continue
                 if type(v) is not str:
-                    v = _listed_text(key, v)
+                    v = _listed_text(TEXT_ARGS[k], v)
                     if v is None:
                         continue
-                if texts is None:
-                    texts = [None, None, None, None]
-                texts[k] = intern(v, v)
-            elif type(v) in (int, str):
+                kept[k] = intern(v, v)
+            if kept != _NO_TEXT_LIST:
+                texts = tuple(kept)
+        for key, v in zip(ID_ARGS, vals[_N_TEXT:]):
+            if v is not None and type(v) in (int, str):
                 if ids is None:
                     ids = {}
                 ids[key] = v
-        if texts is not None:
-            texts = tuple(texts)
-    pid, tid = e.get("pid"), e.get("tid")   # stored once each, like the strings
+    pid, tid = e.pid, e.tid   # stored once each, like the strings
     return Event(i, cat, name, intern(pid, pid) if type(pid) in (int, str) else None,
                  intern(tid, tid) if type(tid) in (int, str) else None, start, dur, texts, ids,
                  bad)
