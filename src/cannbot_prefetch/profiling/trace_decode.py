@@ -8,7 +8,7 @@ Ascend event list is read ~1 MB at a time, so memory holds one piece's records (
 stdlib path's). A torch trace (an object with `traceEvents`) is decoded whole. Values keep
 the stdlib reader's spelling (float literals as text, `float_hook=str`, like `parse_float=str`),
 so every ts digit reaches the ns conversion. What msgspec refuses (a BOM, NaN, invalid UTF-8,
-a non-object event or args) and what it never sees (gzip, a file over the size cap) goes to
+a non-object event or args, nesting deeper than it recurses) and what it never sees (gzip, a file over the size cap) goes to
 the streaming reader, from the event it stopped at; its messages say what is wrong."""
 
 from __future__ import annotations
@@ -74,7 +74,8 @@ def records(path: Path, max_bytes: int) -> tuple[str, Iterator[Rec | None]]:
     return _streamed(path, max_bytes)
 
 
-_REFUSED = (msgspec.DecodeError, msgspec.ValidationError)
+# RecursionError: nesting deeper than msgspec recurses (the streaming reader reports it)
+_REFUSED = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 _CHUNK = 1 << 20    # per read; 4 MiB pieces measured +20 MB peak on a 75 MB trace, no faster
 # Between two events of the list. Found inside a string or a nested value, the piece before it
 # has an open quote or bracket and does not decode: a piece that decodes ends on an event.

@@ -146,6 +146,19 @@ def test_what_msgspec_refuses_streams(tmp_path, monkeypatch, damage):
     _same(fast, slow)
 
 
+@pytest.mark.parametrize("shape", ["list", "object"])
+def test_nesting_beyond_msgspec_streams(tmp_path, shape):
+    """msgspec raises RecursionError on deep nesting: the streaming reader must answer, with
+    its own one-line refusal (the fuzz suite's hostile case)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    event = '{"ph": "X", "name": "k", "ts": "1", "dur": 1, "args": {"x": %s}}' % deep
+    text = f"[{event}]" if shape == "list" else f'{{"traceEvents": [{event}]}}'
+    f = tmp_path / "trace.json"
+    f.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match="nest"):
+        load_trace(f, CAP)
+
+
 def test_refusals_keep_the_streaming_messages(tmp_path):
     f = tmp_path / "trace.json"
     f.write_text(json.dumps(_EVENTS) + " []", encoding="utf-8")
