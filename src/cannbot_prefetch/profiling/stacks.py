@@ -58,18 +58,14 @@ def _first_of(frames: list) -> str:
 def attach_trace_stacks(df: pl.DataFrame, trace_path: Path,
                         max_bytes: int) -> tuple[pl.DataFrame, int]:
     """Fill `stack` (and add `launch_op`) where a trace kernel starts at the same ns."""
-    from .trace_reader import read_trace_rows
+    from .trace_reader import trace_stacks
     try:
-        trace = read_trace_rows(trace_path, trace_path.name, max_bytes)
+        found = trace_stacks(trace_path, max_bytes)
     except InputError:
         return df, 0
-    if trace.meta.get("flavour") != "trace_view":
+    if found is None or found.height == 0:
         return df, 0
-    found = (trace.df.filter(pl.col("stack").is_not_null())
-             .select("start_ns", pl.col("stack").alias("__stack"), pl.col("launch_op").alias("__op"))
-             .unique("start_ns", keep="first"))
-    if found.height == 0:
-        return df, 0
+    found = found.rename({"stack": "__stack", "launch_op": "__op"})
     out = df.join(found, on="start_ns", how="left", maintain_order="left")
     attached = int(out["__stack"].is_not_null().sum())
     out = out.with_columns(pl.coalesce("stack", "__stack").alias("stack"),

@@ -28,6 +28,7 @@ TEXT_ARGS = ("Call stack", "Input Dims", "Input type", "Task Type")
 ID_ARGS = ("External id", "stream", "Physic Stream Id", "Stream Id", "Task Id", "Model Id")
 _KEYS = (*TEXT_ARGS, *ID_ARGS, "name")
 _ATTRS = tuple(f"a{k}" for k in range(len(_KEYS)))
+SLOT = dict(zip(_KEYS, _ATTRS))     # an arg's key as written -> its attribute on Args
 
 # One slot per kept arg, named as written (`Call stack`); other args are skipped unread.
 Args = msgspec.defstruct("Args", [(a, Any, msgspec.field(default=None, name=k))
@@ -63,15 +64,31 @@ _OBJECT = msgspec.json.Decoder(_Doc, float_hook=str)
 def records(path: Path, max_bytes: int) -> tuple[str, Iterator[Rec | None]]:
     """(top, records): top is "list" (Ascend) or "object" (torch); a record is None where
     the list holds something that is not an event object (it keeps its index)."""
+    top, pieces = record_pieces(path, max_bytes)
+    return top, itertools.chain.from_iterable(pieces)
+
+
+def record_pieces(path: Path, max_bytes: int) -> tuple[str, Iterator[list[Rec | None]]]:
+    """`records` in consecutive lists (a decoded piece each), so a reader can work on a
+    piece's records column by column instead of one record at a time."""
     head = _head(path, max_bytes)
     if head == b"[":
-        return "list", _list_records(path, max_bytes)
+        return "list", _list_pieces(path, max_bytes)
     if head == b"{":
         try:
-            return "object", iter(_OBJECT.decode(path.read_bytes()).traceEvents)
+            return "object", iter([_OBJECT.decode(path.read_bytes()).traceEvents])
         except (*_REFUSED, OSError):
             pass
-    return _streamed(path, max_bytes)
+    top, recs = _streamed(path, max_bytes)
+    return top, _batched(recs)
+
+
+_BATCH = 1 << 14    # streamed records handed on per list
+
+
+def _batched(recs: Iterator[Rec | None]) -> Iterator[list[Rec | None]]:
+    while batch := list(itertools.islice(recs, _BATCH)):
+        yield batch
 
 
 # RecursionError: nesting deeper than msgspec recurses (the streaming reader reports it)
@@ -96,7 +113,7 @@ def _head(path: Path, max_bytes: int) -> bytes:
         return b""
 
 
-def _list_records(path: Path, max_bytes: int) -> Iterator[Rec | None]:
+def _list_pieces(path: Path, max_bytes: int) -> Iterator[list[Rec | None]]:
     """An Ascend event list, read and decoded ~1 MB at a time, each piece cut after the last
     whole event in it: memory holds one piece and its records, not the trace. On a piece
     msgspec refuses, the streaming reader takes over at the same event."""
@@ -123,10 +140,10 @@ def _list_records(path: Path, max_bytes: int) -> Iterator[Rec | None]:
             except _REFUSED:
                 break
             done += len(recs)
-            yield from recs
+            yield recs
             if not block:
                 return
-    yield from itertools.islice(_streamed(path, max_bytes)[1], done, None)
+    yield from _batched(itertools.islice(_streamed(path, max_bytes)[1], done, None))
 
 
 def _last_sep(buf: bytes) -> tuple[int, int] | None:

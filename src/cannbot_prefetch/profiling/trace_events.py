@@ -1,12 +1,17 @@
 """Chrome trace events: the compact store both trace readers work from, and nesting per thread.
 
 Shared by the Ascend trace_view reader and the PyTorch trace reader. The file is decoded into
-small records (trace_decode.py: one msgspec pass, else streamed) and only what the readers use
-is kept, as slotted `Event`s with repeated strings (names, call stacks, shapes) stored once:
-complete ('X') events of the categories the readers look at, `async_npu` flow starts, and process/thread names. Timestamps are decimal µs
-(strings in Ascend exports, numbers in torch's), parsed from their text so every digit reaches
-the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so each
-reader counts it as damage instead of losing it silently.
+small records (trace_decode.py: msgspec a piece at a time, else streamed) and only what the
+readers use is kept: complete ('X') events of the categories the readers look at, `async_npu`
+flow starts, and process/thread names. The kept events are held as COLUMNS (`Columns`: one
+list per field, row r the r-th kept event), filled a decoded piece at a time with a list
+comprehension per field and timestamps converted a column at a time (trace_values.py): no
+Python object per event, which was half the cost of reading a 10^5-event trace. Repeated
+strings (names, call stacks, ids) are stored once. The PyTorch reader, which walks events one
+by one, asks `Trace.events` for them as `Event`s (built on first use). Timestamps are decimal
+µs (strings in Ascend exports, numbers in torch's), parsed from their text so every digit
+reaches the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so
+each reader counts it as damage instead of losing it silently.
 """
 
 from __future__ import annotations
@@ -16,11 +21,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from msgspec.structs import astuple
-
 from ..errors import InputError
-from .trace_decode import ID_ARGS, TEXT_ARGS, Rec, arg_name, records
-from .values import MAX_DURATION_US, MAX_START_NS, text_to_ns, to_int64
+from .trace_decode import ID_ARGS, TEXT_ARGS, arg_name, record_pieces
+from .trace_values import dur_column, ident, id_arg, ns_column, text_arg, usable
+from .values import to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -30,7 +34,7 @@ UNUSED_CATS = frozenset({"enqueue", "dequeue", "cuda_runtime", "cuda_driver", "o
                          "Trace", "gpu_user_annotation"})
 _TEXT_INDEX = {k: i for i, k in enumerate(TEXT_ARGS)}
 _N_TEXT = len(TEXT_ARGS)
-_NO_TEXT, _NO_TEXT_LIST = (None,) * _N_TEXT, [None] * _N_TEXT
+_NO_TEXT = (None,) * _N_TEXT
 
 
 @dataclass(slots=True)
@@ -57,13 +61,67 @@ class Event:
         return None if self.ids is None else self.ids.get(key)
 
 
+@dataclass(slots=True)
+class Columns:
+    """The kept 'X' events, one list per field. `args` holds each event's kept args as
+    decoded (trace_decode.Args, its call stack stored once): read them with `text`/`ident`."""
+    index: list = field(default_factory=list)     # position in the trace's event list
+    cat: list = field(default_factory=list)
+    name: list = field(default_factory=list)
+    pid: list = field(default_factory=list)
+    tid: list = field(default_factory=list)
+    start: list = field(default_factory=list)     # ns, None: no valid ts
+    dur_us: list = field(default_factory=list)
+    bad: list = field(default_factory=list)       # why ts/dur are unusable, else None
+    args: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def text(self, r: int, key: str) -> str | None:
+        return text_arg(self.args[r], key)
+
+    def ident(self, r: int, key: str):
+        return id_arg(self.args[r], key)
+
+    def end(self, r: int) -> int:
+        return self.start[r] + round(self.dur_us[r] * 1000)
+
+    def event(self, r: int, intern=None) -> Event:
+        """Row r as an Event (the torch reader's and the tests' view)."""
+        args = self.args[r]
+        texts = ids = None
+        if args is not None:
+            kept = tuple(text_arg(args, k) for k in TEXT_ARGS)
+            if intern is not None:
+                kept = tuple(v if v is None else intern(v, v) for v in kept)
+            texts = None if kept == _NO_TEXT else kept
+            for key in ID_ARGS:
+                v = id_arg(args, key)
+                if v is not None:
+                    if ids is None:
+                        ids = {}
+                    ids[key] = v
+        return Event(self.index[r], self.cat[r], self.name[r], self.pid[r], self.tid[r],
+                     self.start[r], self.dur_us[r], texts, ids, self.bad[r])
+
+
 @dataclass
 class Trace:
-    events: list[Event]                         # kept 'X' events, in file order
+    x: Columns                                  # kept 'X' events, in file order
     flavour: str                                # ascend | torch
     procs: dict = field(default_factory=dict)   # pid -> process name
     thread_names: dict = field(default_factory=dict)  # (pid, tid) -> thread name
     flows: dict = field(default_factory=dict)   # async_npu flow id -> ((pid, tid), ts ns)
+    _events: list | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def events(self) -> list[Event]:
+        """The kept events as Event objects (built once, on first use)."""
+        if self._events is None:
+            strings: dict = {}
+            self._events = [self.x.event(r, strings.setdefault) for r in range(len(self.x))]
+        return self._events
 
 
 @dataclass(slots=True)
@@ -76,132 +134,65 @@ class Span:
 
 def load_trace(path: Path, max_bytes: int) -> Trace:
     """Read a trace file into a Trace; InputError if it is not one (or too big)."""
-    top, recs = records(path, max_bytes)
-    keep: list[Event] = []
+    top, pieces = record_pieces(path, max_bytes)
+    x = Columns()
+    ts: list = []
+    durs: list = []
     procs: dict = {}
     names: dict = {}
-    flows: dict = {}
+    flow_recs: list = []
     seen_x = False
     strings: dict = {}
     intern = strings.setdefault
-    for i, e in enumerate(recs):
-        if e is None:
-            continue
-        ph = e.ph
-        if ph == "X":
-            seen_x = True
-            cat, name = e.cat, e.name
-            cat = cat if type(cat) is str else None
-            name = intern(name, name) if type(name) is str and name else None
-            if cat in UNUSED_CATS and not (name and STEP_MARKER.match(name)):
-                continue
-            keep.append(_event(i, e, cat, name, intern))
-        elif ph == "s" and e.cat == "async_npu":
-            ts, fid = _ns(e.ts), to_int64(e.id)
-            if ts is not None and fid is not None:
-                thread = (_ident(e.pid), _ident(e.tid))
-                flows[fid] = (intern(thread, thread), ts)
-        elif ph == "M":
+    base = 0
+    for piece in pieces:
+        xs = [(i, e) for i, e in enumerate(piece, base) if e is not None and e.ph == "X"]
+        base += len(piece)
+        seen_x = seen_x or bool(xs)
+        xs = [(i, e, c if type(c := e.cat) is str else None,
+               intern(n, n) if type(n := e.name) is str and n else None) for i, e in xs]
+        xs = [t for t in xs if t[2] not in UNUSED_CATS or (t[3] and STEP_MARKER.match(t[3]))]
+        x.index += [t[0] for t in xs]
+        x.cat += [t[2] for t in xs]
+        x.name += [t[3] for t in xs]
+        x.pid += [intern(p, p) if type(p := t[1].pid) in (int, str) else None for t in xs]
+        x.tid += [intern(p, p) if type(p := t[1].tid) in (int, str) else None for t in xs]
+        ts += [t[1].ts for t in xs]
+        durs += [t[1].dur for t in xs]
+        args = [t[1].args for t in xs]
+        for a in args:                  # a call stack is ~1 KB and repeats every step
+            if a is not None and type(stack := a.a0) is str:
+                a.a0 = intern(stack, stack)
+        x.args += args
+        flow_recs += [e for e in piece if e is not None and e.ph == "s" and e.cat == "async_npu"]
+        for e in (e for e in piece if e is not None and e.ph == "M"):
             label = arg_name(e.args)
             if not isinstance(label, str):
                 continue
             if e.name == "process_name":
-                procs[_ident(e.pid)] = label
+                procs[ident(e.pid)] = label
             elif e.name == "thread_name":
-                names[(_ident(e.pid), _ident(e.tid))] = label
+                names[(ident(e.pid), ident(e.tid))] = label
     if not seen_x:
         raise InputError("trace holds no complete ('X') events", path=str(path))
+    x.start = ns_column(ts)
+    for start, dur in zip(x.start, dur_column(durs)):
+        kept, bad = usable(start, dur)
+        x.dur_us.append(kept)
+        x.bad.append(bad)
     flavour = "ascend" if top == "list" or "Ascend Hardware" in procs.values() else "torch"
-    return Trace(keep, flavour, procs, names, flows)
+    return Trace(x, flavour, procs, names, _flows(flow_recs, intern))
 
 
-def _ns(ts) -> int | None:
-    """text_to_ns with the spelling every exporter writes (`digits.ddd`) inlined: a trace holds
-    one timestamp per event."""
-    if type(ts) is str:
-        n = len(ts) - 4
-        if 0 < n <= 16 and ts[n] == ".":
-            digits = ts[:n] + ts[n + 1:]
-            if digits.isdigit() and digits.isascii():
-                ns = int(digits)
-                return ns if ns < MAX_START_NS else None
-    return text_to_ns(ts)
-
-
-def _event(i: int, e: Rec, cat: str | None, name: str | None, intern) -> Event:
-    start = _ns(e.ts)
-    dur = e.dur
-    kind = type(dur)
-    if kind is str:
-        try:
-            dur = float(dur)
-        except ValueError:
-            dur = None
-    elif kind is int:
-        dur = float(dur) if -10**300 < dur < 10**300 else None   # float() would overflow
-    elif kind is not float:
-        dur = None
-    bad = None
-    if start is None:
-        bad = "no valid ts"
-    elif dur is None or not 0 <= dur <= MAX_DURATION_US:   # NaN fails both comparisons
-        bad = "no valid dur"
-        dur = None
-    texts = ids = None
-    if e.args is not None:
-        vals = astuple(e.args)          # TEXT_ARGS, then ID_ARGS, then name
-        if vals[:_N_TEXT] != _NO_TEXT:
-            kept = [None] * _N_TEXT
-            for k in range(_N_TEXT):
-                v = vals[k]
-                if v is None:
-                    continue
-                if type(v) is not str:
-                    v = _listed_text(TEXT_ARGS[k], v)
-                    if v is None:
-                        continue
-                kept[k] = intern(v, v)
-            if kept != _NO_TEXT_LIST:
-                texts = tuple(kept)
-        for key, v in zip(ID_ARGS, vals[_N_TEXT:]):
-            if v is not None and type(v) in (int, str):
-                if ids is None:
-                    ids = {}
-                ids[key] = v
-    pid, tid = e.pid, e.tid   # stored once each, like the strings
-    return Event(i, cat, name, intern(pid, pid) if type(pid) in (int, str) else None,
-                 intern(tid, tid) if type(tid) in (int, str) else None, start, dur, texts, ids,
-                 bad)
-
-
-def _listed_text(key: str, value) -> str | None:
-    """torch writes Input Dims / Input type as lists: kept as the Ascend text spelling
-    (`1,16,256;1024,256`, `c10::BFloat16;long int`), so equal values are stored once."""
-    if not isinstance(value, list):
-        return None
-    if key == "Input Dims":
-        parts = []
-        for d in value:
-            ok = isinstance(d, list) and all(isinstance(x, (int, str)) and not isinstance(x, bool)
-                                             for x in d)
-            parts.append(",".join(str(x) for x in d) if ok else "")
-        return ";".join(parts)
-    if key == "Input type":
-        return ";".join(str(t) for t in value)
-    return None
-
-
-def _ident(value):
-    """pid/tid as written (int or text); anything else (lists, floats) is no id."""
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        return value
-    return None
-
-
-def span(e: Event) -> Span | None:
-    if e.bad is not None:
-        return None
-    return Span(e.start, e.end, e)
+def _flows(recs: list, intern) -> dict:
+    """async_npu flow starts: id -> (launching thread, ts ns); a later start of an id wins."""
+    flows: dict = {}
+    for e, ts in zip(recs, ns_column([e.ts for e in recs])):
+        fid = to_int64(e.id)
+        if ts is not None and fid is not None:
+            thread = (ident(e.pid), ident(e.tid))
+            flows[fid] = (intern(thread, thread), ts)
+    return flows
 
 
 def nest(spans: list[Span]) -> list[Span]:

@@ -19,15 +19,14 @@ from ..errors import InputError
 from ..gc_pause import gc_paused
 from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
-from .trace_events import (_TEXT_INDEX, STEP_MARKER, Event, Span, Trace, join_stack, load_trace,
-                           threads)
+from .trace_events import STEP_MARKER, Columns, Trace, join_stack, load_trace
+from .trace_values import id_arg, text_arg
 from .values import to_int64
 
 __all__ = ["read_trace_rows", "output_dims"]
 
 _SAMPLES = 5
-_TASK_TYPE = _TEXT_INDEX["Task Type"]
-_CALL_STACK, _INPUT_DIMS = _TEXT_INDEX["Call stack"], _TEXT_INDEX["Input Dims"]
+HOST = ("cpu_op", "python_function")
 
 
 def read_trace_rows(path: Path, source: str, max_bytes: int) -> ReadResult:
@@ -51,52 +50,108 @@ _COLUMNS = {"row": pl.Int64, "name": pl.Utf8, "type": pl.Utf8, "core": pl.Utf8,
 _STACK = list(_COLUMNS).index("stack")      # rows carry a code into the distinct stacks
 
 
-def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
-    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
-    cpu = threads(trace.events, lambda e: e.cat in ("cpu_op", "python_function"))
-    stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
-    launches = {k: _Launches(v, stacks) for k, v in cpu.items()}
+def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
+    """What kernel_details rows borrow from the trace_view beside them: `start_ns`, `stack`
+    and `launch_op` of every kernel start with a stack (rows match exactly on start_ns). The
+    same kernels and answers as `read_trace_rows` (damaged, unnamed and MemSet kernels left
+    out), without building its per-kernel rows. None when it is not an Ascend trace."""
+    with gc_paused():
+        trace = load_trace(path, max_bytes)
+        if trace.flavour != "ascend":
+            return None
+        x = trace.x
+        kernels = _kernels(trace, path)
+        launch, stacks = _launcher(trace)
+        starts, names, codes, ops = [], [], [], []
+        for r in kernels:
+            start, name = x.start[r], x.name[r]
+            if x.bad[r] is not None or name is None:
+                continue
+            code, op, _, _ = launch(start)
+            if code is not None:
+                starts.append(start)
+                names.append(name)
+                codes.append(code)
+                ops.append(op)
+    types: dict = {}
+    df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
+                       "name": pl.Series(names, dtype=pl.Utf8),
+                       "type": pl.Series([types[n] if n in types else types.setdefault(
+                           n, _type_from_name(n)) for n in names], dtype=pl.Utf8),
+                       "stack": _gathered(stacks, codes),
+                       "launch_op": pl.Series(ops, dtype=pl.Utf8)})
+    return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
+            .unique("start_ns", keep="first", maintain_order=True))
 
-    rows: list[tuple] = []
-    bad, samples = 0, []
-    kernels = [e for e in trace.events if e.pid in hardware]
-    types: dict[str, str | None] = {}
+
+def _kernels(trace: Trace, path: Path) -> list[int]:
+    """The rows of the "Ascend Hardware" process's events; InputError when there are none."""
+    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+    kernels = [r for r, pid in enumerate(trace.x.pid) if pid in hardware]
+    if not kernels:
+        raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
+    return kernels
+
+
+def _launcher(trace: Trace):
+    """(launch(kernel start ns) -> (stack code, launch op, its input dims, step), the distinct
+    stacks by code): the async_npu flow whose id is the kernel's start names the launching
+    thread and time, that thread's nesting what enclosed the launch."""
+    stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
+    launches = {k: _Launches(t, trace.x, stacks) for k, t in host_threads(trace.x).items()}
     flows = trace.flows
     none4 = (None, None, None, None)
-    for e in kernels:
-        name = e.name
-        if e.bad is not None or name is None:
-            bad += 1
-            if len(samples) < _SAMPLES:
-                samples.append(f"{source}:event {e.index}: kernel {e.bad or 'without a name'}")
-            continue
-        ids = e.ids or {}
-        stream = ids.get("Physic Stream Id")
-        if stream is None:
-            stream = ids.get("Stream Id")
-        kind = types.get(name, types)
-        if kind is types:
-            kind = types[name] = _type_from_name(name)
-        launch = none4
-        flow = flows.get(e.start)
+
+    def launch(start: int) -> tuple:
+        flow = flows.get(start)
         if flow is not None:
             on = launches.get(flow[0])
             if on is not None:
-                launch = on.at(flow[1])
-        task = e.texts[_TASK_TYPE] if e.texts is not None else None
-        rows.append((e.index, name, kind, task if task else None, e.start, e.dur_us,
-                     None if stream is None else str(stream), to_int64(ids.get("Task Id")),
-                     to_int64(ids.get("Model Id")), *launch))
-    if not kernels:
-        raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
-    host_bad = [e for e in trace.events if e.bad is not None and e.pid not in hardware
-                and e.cat in ("cpu_op", "python_function")]
+                return on.at(flow[1])
+        return none4
+    return launch, stacks
+
+
+def _gathered(stacks: dict[str, int], codes: list) -> pl.Series:
+    return pl.Series("stack", list(stacks), dtype=pl.Utf8).gather(
+        pl.Series(codes, dtype=pl.UInt32))
+
+
+def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
+    x = trace.x
+    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+    kernels = _kernels(trace, path)
+    launch, stacks = _launcher(trace)
+    rows: list[tuple] = []
+    bad, samples = 0, []
+    types: dict[str, str | None] = {}
+    names, starts, durs, index, args = x.name, x.start, x.dur_us, x.index, x.args
+    for r in kernels:
+        name = names[r]
+        why = x.bad[r]
+        if why is not None or name is None:
+            bad += 1
+            if len(samples) < _SAMPLES:
+                samples.append(f"{source}:event {index[r]}: kernel {why or 'without a name'}")
+            continue
+        a = args[r]
+        stream = id_arg(a, "Physic Stream Id")
+        if stream is None:
+            stream = id_arg(a, "Stream Id")
+        kind = types.get(name, types)
+        if kind is types:
+            kind = types[name] = _type_from_name(name)
+        task = text_arg(a, "Task Type")
+        rows.append((index[r], name, kind, task if task else None, starts[r], durs[r],
+                     None if stream is None else str(stream), to_int64(id_arg(a, "Task Id")),
+                     to_int64(id_arg(a, "Model Id")), *launch(starts[r])))
+    host_bad = [r for r, why in enumerate(x.bad) if why is not None
+                and x.pid[r] not in hardware and x.cat[r] in HOST]
     rows += _communication_rows(trace)
     columns = list(zip(*rows)) if rows else [()] * len(_COLUMNS)
     data = {c: pl.Series(c, v, dtype=t) for (c, t), v in zip(_COLUMNS.items(), columns)
             if c != "stack"}
-    data["stack"] = pl.Series("stack", list(stacks), dtype=pl.Utf8).gather(
-        pl.Series(columns[_STACK], dtype=pl.UInt32))
+    data["stack"] = _gathered(stacks, columns[_STACK])
     df = pl.DataFrame({c: data[c] for c in _COLUMNS})
     df = df.with_columns(pl.lit(source).alias("source"))
     df, memsets = drop_memset(df)
@@ -109,8 +164,8 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
         # Kernel rows keep their hardware times; only the stacks inside these ops are unsure.
         notes.append(f"{source}: {len(host_bad)} host event(s) without a valid ts/dur ignored "
                      "(call stacks of kernels launched inside them may be incomplete)")
-        for e in host_bad[:_SAMPLES - len(samples)]:
-            samples.append(f"{source}:event {e.index}: {e.cat} {e.name or ''} {e.bad}")
+        for r in host_bad[:_SAMPLES - len(samples)]:
+            samples.append(f"{source}:event {index[r]}: {x.cat[r]} {names[r] or ''} {x.bad[r]}")
     return ReadResult(conform(df.sort("start_ns")), rows_read=len(kernels) + len(host_bad),
                       skipped=bad + len(host_bad), samples=samples, notes=notes)
 
@@ -123,34 +178,70 @@ def _communication_rows(trace: Trace) -> list[tuple]:
                   if key[0] in hccl and "Communication" in name}
     if not op_threads:
         return []
+    x = trace.x
     rows = []
-    for e in trace.events:
-        if (e.pid, e.tid) not in op_threads or not e.name or e.bad is not None:
+    for r, (pid, tid, name) in enumerate(zip(x.pid, x.tid, x.name)):
+        if (pid, tid) not in op_threads or not name or x.bad[r] is not None:
             continue
-        m = re.match(r"^(hcom_[A-Za-z]+_)", e.name)
-        rows.append((e.index, e.name, m.group(1) if m else e.name, "HCCL", e.start, e.dur_us,
-                     *(None,) * (len(_COLUMNS) - 6)))
+        m = re.match(r"^(hcom_[A-Za-z]+_)", name)
+        rows.append((x.index[r], name, m.group(1) if m else name, "HCCL", x.start[r],
+                     x.dur_us[r], *(None,) * (len(_COLUMNS) - 6)))
     return rows
 
 
-class _Launches:
-    """One host thread's nested cpu_op / python_function spans, asked what launched a kernel
-    at a time: (stack code, launch op, its input dims, step); `stacks` numbers the distinct
-    stacks of every thread. Kernels launched inside the same innermost span get the same
-    answer, so it is worked out once per span."""
+class HostThread:
+    """One host thread's usable cpu_op / python_function events, nested: `rows` (into the
+    trace's Columns) sorted by (start, -end), file order on ties, with their starts, ends and
+    `parent` (the position of the innermost span enclosing each, -1: none)."""
 
-    def __init__(self, spans: list[Span], stacks: dict[str, int]):
-        self.spans = spans
-        self.starts = [s.start for s in spans]
+    __slots__ = ("rows", "starts", "ends", "parent")
+
+    def __init__(self, keyed: list[tuple[int, int, int]]):
+        keyed.sort()                                   # (start, -end, row)
+        self.rows = [r for _, _, r in keyed]
+        self.starts = [s for s, _, _ in keyed]
+        self.ends = ends = [-e for _, e, _ in keyed]
+        parent = [-1] * len(keyed)
+        stack: list[int] = []
+        for k, end in enumerate(ends):
+            while stack and ends[stack[-1]] < end:
+                stack.pop()
+            if stack:
+                parent[k] = stack[-1]
+            stack.append(k)
+        self.parent = parent
+
+
+def host_threads(x: Columns) -> dict:
+    """(pid, tid) -> HostThread of its usable cpu_op / python_function events."""
+    keyed: dict = {}
+    start, dur = x.start, x.dur_us
+    for r, (cat, why) in enumerate(zip(x.cat, x.bad)):
+        if why is None and cat in HOST:
+            s = start[r]
+            keyed.setdefault((x.pid[r], x.tid[r]), []).append(
+                (s, -(s + round(dur[r] * 1000)), r))
+    return {k: HostThread(v) for k, v in keyed.items()}
+
+
+class _Launches:
+    """One host thread asked what launched a kernel at a time: (stack code, launch op, its
+    input dims, step); `stacks` numbers the distinct stacks of every thread. Kernels launched
+    inside the same innermost span get the same answer, so it is worked out once per span."""
+
+    def __init__(self, thread: HostThread, x: Columns, stacks: dict[str, int]):
+        self.t = thread
+        self.x = x
         self.memo: dict[int, tuple] = {}
-        self.up: dict[int, tuple] = {}      # span -> _launch(spans, span)
+        self.up: dict[int, tuple] = {}      # span -> _launch(thread, x, span)
         self.stacks = stacks
 
     def at(self, ts: int) -> tuple:
-        spans = self.spans
-        k = bisect.bisect_right(self.starts, ts) - 1
-        while k >= 0 and spans[k].end < ts:
-            k = spans[k].parent
+        t = self.t
+        ends, parent = t.ends, t.parent
+        k = bisect.bisect_right(t.starts, ts) - 1
+        while k >= 0 and ends[k] < ts:
+            k = parent[k]
         hit = self.memo.get(k)
         if hit is None:
             stack, op, dims, step = self._launch(k)
@@ -159,50 +250,52 @@ class _Launches:
         return hit
 
     def _launch(self, k: int) -> tuple:
-        """`_launch(spans, k)`, kept per span: a named cpu_op (the common span) decides the op,
-        its dims and a stack of its own, the rest comes from its parent's answer; any other
-        span is walked in full."""
-        spans, up = self.spans, self.up
+        """`_launch(thread, x, k)`, kept per span: a named cpu_op (the common span) decides
+        the op, its dims and a stack of its own, the rest comes from its parent's answer; any
+        other span is walked in full."""
+        t, x, up = self.t, self.x, self.up
         chain = []
         while k >= 0 and k not in up:
-            ev = spans[k].event
-            if ev.cat != "cpu_op" or not ev.name or STEP_MARKER.match(ev.name):
-                up[k] = _launch(spans, k)
+            r = t.rows[k]
+            name = x.name[r]
+            if x.cat[r] != "cpu_op" or not name or STEP_MARKER.match(name):
+                up[k] = _launch(t, x, k)
                 break
             chain.append(k)
-            k = spans[k].parent
+            k = t.parent[k]
         got = up[k] if k >= 0 else (None, None, None, None)
         for k in reversed(chain):
-            ev = spans[k].event
-            texts = ev.texts
-            stack = join_stack(texts[_CALL_STACK]) if texts is not None and texts[_CALL_STACK] \
-                else None
-            dims = join_stack(texts[_INPUT_DIMS]) if texts is not None else None
-            got = (got[0] if stack is None else stack), ev.name, dims, got[3]
+            r = t.rows[k]
+            a = x.args[r]
+            text = text_arg(a, "Call stack")
+            stack = join_stack(text) if text else None
+            dims = join_stack(text_arg(a, "Input Dims"))
+            got = (got[0] if stack is None else stack), x.name[r], dims, got[3]
             up[k] = got
         return got
 
 
-def _launch(spans: list[Span], k: int) -> tuple:
+def _launch(t: HostThread, x: Columns, k: int) -> tuple:
     """(stack, launch op, its input dims, step) inside span `k` (and its ancestors): the
     innermost enclosing cpu_op names the launch, the nearest `Call stack` gives the source
     (else the python_function frames), the outermost enclosing `ProfilerStep#N` the step."""
     frames: list[str] = []
     stack = op = dims = step = None
     while k >= 0:
-        ev: Event = spans[k].event
-        k = spans[k].parent
-        marker = STEP_MARKER.match(ev.name or "")
+        r = t.rows[k]
+        k = t.parent[k]
+        name, cat = x.name[r], x.cat[r]
+        marker = STEP_MARKER.match(name or "")
         if marker:
             step = int(marker.group(1))
-        elif ev.cat == "cpu_op":
+        elif cat == "cpu_op":
             if op is None:
-                op = ev.name
-                dims = join_stack(ev.arg("Input Dims"))
-            if stack is None and ev.arg("Call stack"):
-                stack = join_stack(ev.arg("Call stack"))
-        elif ev.cat == "python_function" and ev.name:
-            frames.append(ev.name)
+                op = name
+                dims = join_stack(x.text(r, "Input Dims"))
+            if stack is None and x.text(r, "Call stack"):
+                stack = join_stack(x.text(r, "Call stack"))
+        elif cat == "python_function" and name:
+            frames.append(name)
     if stack is None and frames:
         stack = ";".join(frames)
     return stack, op, dims, step
@@ -214,5 +307,3 @@ def _type_from_name(name: str) -> str | None:
     if name.startswith("aclnn") and len(parts) >= 3 and parts[-1]:
         return parts[-1]
     return None
-
-

@@ -1,0 +1,126 @@
+"""A trace event's values as the readers use them: ts -> ns, dur -> µs, the kept args.
+
+Each value has ONE scalar definition here (`ns_of`, `dur_of`, `text_arg`, `id_arg`); the column
+forms (`ns_column`, `dur_column`) answer a whole column at once and are exact shortcuts of
+them: the spelling every exporter writes (`digits.ddd` text) is converted by polars, every other
+value goes through the scalar definition (tests/unit/profiling/test_trace_values.py holds
+them equal on generated spellings). A trace holds ~10^5 timestamps, so the per-value Python
+cost was a third of reading one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from .trace_decode import SLOT
+from .values import MAX_DURATION_US, MAX_START_NS, text_to_ns
+
+
+
+def ns_of(ts: Any) -> int | None:
+    """One timestamp (decimal µs, text or number) -> integer ns, or None: text_to_ns with
+    the common spelling (`digits.ddd`, at most 16 integer digits) inlined."""
+    if type(ts) is str:
+        n = len(ts) - 4
+        if 0 < n <= 16 and ts[n] == ".":
+            digits = ts[:n] + ts[n + 1:]
+            if digits.isdigit() and digits.isascii():
+                ns = int(digits)
+                return ns if ns < MAX_START_NS else None
+    return text_to_ns(ts)
+
+
+def dur_of(dur: Any) -> float | None:
+    """One duration as written -> float µs, or None when it is no number (range not judged)."""
+    kind = type(dur)
+    if kind is str:
+        try:
+            return float(dur)
+        except ValueError:
+            return None
+    if kind is int:
+        return float(dur) if -10**300 < dur < 10**300 else None   # float() would overflow
+    if kind is float:
+        return dur
+    return None
+
+
+def usable(start: int | None, dur: float | None) -> tuple[float | None, str | None]:
+    """(dur kept, why the event is unusable): no ts, or a duration outside [0, a day]."""
+    if start is None:
+        return dur, "no valid ts"
+    if dur is None or not 0 <= dur <= MAX_DURATION_US:   # NaN fails both comparisons
+        return None, "no valid dur"
+    return dur, None
+
+
+# The common spellings, converted by polars; anything else (null here) by the scalar form.
+_TS_TEXT = r"^[0-9]{1,16}\.[0-9]{3}$"
+_DUR_TEXT = r"^[0-9]{1,30}(\.[0-9]{1,30})?$"
+
+
+def ns_column(values: list) -> list[int | None]:
+    """[ns_of(v) for v in values], the common spelling by polars."""
+    out = _fast(values, lambda s: pl.when(s.str.contains(_TS_TEXT))
+                .then(s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False)))
+    for i in _missed(out, values):
+        out[i] = ns_of(values[i])
+    return out
+
+
+def dur_column(values: list) -> list[float | None]:
+    """[dur_of(v) for v in values], the common spelling by polars."""
+    out = _fast(values, lambda s: pl.when(s.str.contains(_DUR_TEXT))
+                .then(s.cast(pl.Float64, strict=False)))
+    for i in _missed(out, values):
+        out[i] = dur_of(values[i])
+    return out
+
+
+def _fast(values: list, expr) -> list:
+    text = pl.Series("v", [v if type(v) is str else None for v in values], dtype=pl.Utf8)
+    return pl.select(expr(pl.lit(text))).to_series().to_list() if len(text) else []
+
+
+def _missed(out: list, values: list) -> list[int]:
+    """Where the fast form gave no answer and the value is not simply absent."""
+    return [i for i, (o, v) in enumerate(zip(out, values)) if o is None and v is not None]
+
+
+def text_arg(args: Any, key: str) -> str | None:
+    """A kept text arg (TEXT_ARGS) as the readers compare it: text as written; torch's
+    lists (Input Dims, Input type) in the Ascend text spelling; anything else None."""
+    v = None if args is None else getattr(args, SLOT[key])
+    if v is None or type(v) is str:
+        return v
+    return listed_text(key, v)
+
+
+def id_arg(args: Any, key: str) -> int | str | None:
+    """A kept id arg (trace_decode.ID_ARGS) when it is an int or text (no bool, list, float)."""
+    v = None if args is None else getattr(args, SLOT[key])
+    return v if type(v) in (int, str) else None
+
+
+def listed_text(key: str, value: Any) -> str | None:
+    """torch writes Input Dims / Input type as lists: kept as the Ascend text spelling
+    (`1,16,256;1024,256`, `c10::BFloat16;long int`), so equal values are stored once."""
+    if not isinstance(value, list):
+        return None
+    if key == "Input Dims":
+        parts = []
+        for d in value:
+            ok = isinstance(d, list) and all(isinstance(x, (int, str)) and not isinstance(x, bool)
+                                             for x in d)
+            parts.append(",".join(str(x) for x in d) if ok else "")
+        return ";".join(parts)
+    if key == "Input type":
+        return ";".join(str(t) for t in value)
+    return None
+
+
+def ident(value: Any):
+    """pid/tid as written (int or text); anything else (lists, floats, bools) is no id."""
+    return value if type(value) in (int, str) else None

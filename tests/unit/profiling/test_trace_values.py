@@ -1,0 +1,55 @@
+"""The column forms of a trace's values (ns_column, dur_column) are exact shortcuts of the scalar
+definitions (ns_of, dur_of): equal on every spelling, the common ones the fast path takes and
+the rest it must hand back. Inputs are GENERATED: hand-written edge spellings and hypothesis
+strategies over what a JSON decoder can hand the readers (float literals arrive as text)."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cannbot_prefetch.profiling.trace_values import dur_column, dur_of, ns_column, ns_of
+
+EDGE_TS = ["1736408883716197.363", "1736408883716197.3", "1736408883716197", "0.000", "1.000",
+           "9999999999999999.999", "1000000000000000000.000", "12345678901234567.000",
+           " 1.500", "1.500 ", '"1.5"', "1e3", "1.5e-3", "-1.000", "+1.000", "1.2345", "١.٢٣٤",
+           "", "x", "nan", "inf", "1_000.000", None, 0, 17, -5, 9_000_000_000_000_000,
+           True, [1], 1.5, "0001.000", "1.000\n"]
+EDGE_DUR = ["0", "0.0", "3.703", "12.5", "86400000000", "86400000000.1", "1e400", "-1", "nan",
+            "inf", " 2.5", "2.5 ", "1_0", "", "x", None, 0, 5, 10**400, True, [2.0], 1.25,
+            "0" * 40, "1." + "9" * 40, "٣"]
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a)
+                      and math.isnan(b))
+
+
+def _check(column, scalar, values) -> None:
+    got = column(values)
+    want = [scalar(v) for v in values]
+    assert len(got) == len(want)
+    for v, g, w in zip(values, got, want):
+        assert _same(g, w) and type(g) is type(w), (v, g, w)
+
+
+def test_edge_spellings():
+    _check(ns_column, ns_of, EDGE_TS)
+    _check(dur_column, dur_of, EDGE_DUR)
+    assert ns_column([]) == [] and dur_column([]) == []
+
+
+_digits = st.text("0123456789", min_size=0, max_size=22)
+_ts_text = st.builds(lambda a, dot, b: a + dot + b, _digits, st.sampled_from(["", ".", ".."]),
+                     _digits)
+_any_json = st.one_of(st.none(), st.booleans(), st.integers(), _ts_text,
+                      st.text(max_size=8), st.floats().map(repr))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_any_json, max_size=40))
+def test_columns_equal_scalars(values):
+    _check(ns_column, ns_of, values)
+    _check(dur_column, dur_of, values)
