@@ -105,10 +105,12 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
     return keep, out
 
 
-def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any]) -> tuple[str | None, str]:
+def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any], explain: bool = True,
+                 ) -> tuple[str | None, str]:
     """Measured verdict of any op (a window op of any type) from its PipeUtilization ratios
     (aic_mac, aic_mte2, aiv_vec, aiv_mte2): the cube and the vector side each by the rule above,
-    memory-bound when either side is. (None, "") when the op has no counters."""
+    memory-bound when either side is. (None, "") when the op has no counters; the reason is ""
+    unless `explain` (a timeline classes 10^4-10^5 ops and words the few it shows)."""
     mac, mte2, vec, vmte2 = pipes         # asked for every op of a timeline: no generators
     mac, mte2, vec, vmte2 = mac or 0.0, mte2 or 0.0, vec or 0.0, vmte2 or 0.0
     aic = (measured_verdict(mac, mte2, pol), "aic", mac, mte2) if mac or mte2 else None
@@ -118,5 +120,7 @@ def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any]) -> tuple[st
     got = [g for g in (aic, aiv) if g is not None]
     v, side, a, b = next((g for g in got if g[0] == Verdict.MEMORY), None) or \
         next((g for g in got if g[0] == Verdict.COMPUTE), got[0])
+    if not explain:
+        return v, ""
     other = "mac" if side == "aic" else "vec"
     return v, f"{side} mte2 {b:.2f}, {other} {a:.2f}"

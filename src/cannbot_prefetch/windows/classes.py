@@ -38,20 +38,24 @@ class WindowRules:
     def classify(self, op_type: str | None, name: str | None, core: str | None, nbytes: int,
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
                  pipes: tuple[float, ...] | None = None, hbm_bps: float | None = None,
-                 ) -> tuple[str, str]:
+                 explain: bool = True) -> tuple[str, str]:
         """(class, why) of one predecessor. `pipes`: its PipeUtilization ratios; `memory_bound`:
-        its MatMul signature's roofline verdict; `hbm_bps`: the part's HBM bytes/s."""
+        its MatMul signature's roofline verdict; `hbm_bps`: the part's HBM bytes/s. Without
+        `explain` the class alone, why "" (the same decision, not worded)."""
         kind = self.kind_of(op_type, name, core)
         if kind == COMM:
             return COMM, f"{core} row" if core and core.upper() in self.comm_cores \
                 else "communication op"
         pol = self._verdict
         if pipes is not None and pol:
-            v, why = pipe_verdict(pipes, pol)
+            v, why = pipe_verdict(pipes, pol, explain)
             if v == Verdict.MEMORY:
-                return HEAVY, f"memory-bound by its counters ({why})"
+                return HEAVY, f"memory-bound by its counters ({why})" if explain else ""
             if v is not None:
-                return LIGHT, f"{v} by its counters ({why})"
+                return LIGHT, f"{v} by its counters ({why})" if explain else ""
+        if not explain:
+            return self.classify(op_type, name, core, nbytes, dur_us, is_matmul, memory_bound,
+                                 None, hbm_bps)[0], ""
         matmul = is_matmul or (is_matmul is None and kind == "matmul")
         moved = f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
         if matmul and memory_bound is not None:

@@ -19,53 +19,61 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-import numpy as np
-
 from ..profiling.stacks import first_model_frame
 
 
-def _period(codes: list[int], is_mm: list[bool]) -> tuple[int, int, int] | None:
+def _period(codes: tuple[int, ...], is_mm: tuple[bool, ...]) -> tuple[int, int, int] | None:
     """(period, first index, length) of the longest self-repeating stretch of a code sequence,
     or None when no stretch repeats in full at least twice. A layer holds MatMuls and other ops
     (norms at least): a repeat of MatMuls alone (k_proj, v_proj back to back) is no layer."""
-    a = np.asarray(codes)
-    mm = np.asarray(is_mm, dtype=bool)
-    n = len(a)
     best: tuple[int, int, int] | None = None      # (span, -period, start)
-    for p in _candidate_periods(a, mm):
-        eq = np.concatenate(([False], a[p:] == a[:-p], [False]))
-        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
-        if not len(edges):
+    for p in _candidate_periods(codes, is_mm):
+        start, run = _longest_equal_run(codes, p)
+        if run < p:                               # not two whole repetitions (or none)
             continue
-        starts, ends = edges[::2], edges[1::2]
-        k = int(np.argmax(ends - starts))
-        run = int(ends[k] - starts[k])
-        if run < p:                               # not two whole repetitions
+        one = is_mm[start:start + p]
+        if all(one) or not any(one):
             continue
-        one = mm[int(starts[k]):int(starts[k]) + p]
-        if one.all() or not one.any():
-            continue
-        cand = (run + p, -p, int(starts[k]))
+        cand = (run + p, -p, start)
         if best is None or cand[:2] > best[:2]:
             best = cand
     return None if best is None else (-best[1], best[2], best[0])
 
 
-def _candidate_periods(a, mm) -> list[int]:
+def _longest_equal_run(codes: tuple[int, ...], p: int) -> tuple[int, int]:
+    """(start, length) of the first longest stretch where codes[i] == codes[i + p]."""
+    best_start = best_len = 0
+    start = -1
+    for i, same in enumerate(map(int.__eq__, codes, codes[p:])):
+        if same:
+            if start < 0:
+                start = i
+        elif start >= 0:
+            if i - start > best_len:
+                best_start, best_len = start, i - start
+            start = -1
+    if start >= 0 and len(codes) - p - start > best_len:
+        best_start, best_len = start, len(codes) - p - start
+    return best_start, best_len
+
+
+def _candidate_periods(codes: tuple[int, ...], is_mm: tuple[bool, ...]) -> list[int]:
     """A layer repeats its MatMuls, so its period is the distance between an instance of the
     most frequent MatMul key and one of the next few (up to 8 per layer) of the same key."""
-    keys, counts = np.unique(a[mm], return_counts=True)
-    if not len(keys):
+    counts = Counter(c for c, m in zip(codes, is_mm) if m)
+    if not counts:
         return []
-    x = np.flatnonzero(a == keys[int(np.argmax(counts))])[:72]
-    n = len(a)
-    return sorted({int(x[i + r] - x[i]) for r in range(1, 9) for i in range(len(x) - r)
+    top = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]   # ties: the smallest key
+    x = [i for i, c in enumerate(codes) if c == top][:72]
+    n = len(codes)
+    return sorted({x[i + r] - x[i] for r in range(1, 9) for i in range(len(x) - r)
                    if 0 < x[i + r] - x[i] <= n // 2})
 
 
-def _phase(seq, p: int, start: int, end: int) -> int:
+def _phase(codes: tuple[int, ...], is_mm: tuple[bool, ...], p: int, start: int,
+           end: int) -> int:
     """Layer boundary (mod p): every MatMul signature equally often in every whole layer."""
-    mm = [(j, op.sig) for j, op in enumerate(seq) if op.sig is not None and start <= j < end]
+    mm = [(j, c) for j, (c, m) in enumerate(zip(codes, is_mm)) if m and start <= j < end]
     if not mm:
         return start % p
     first = mm[0][0]
@@ -92,18 +100,26 @@ def layer_units(per) -> dict[tuple, tuple[int, int] | None]:
     """Per (step, stream) sequence: (period, phase) of its layers, or None."""
     out: dict[tuple, tuple[int, int] | None] = {}
     ids: dict[Any, int] = {}
+    known: dict[tuple, tuple[int, int] | None] = {}   # steps repeat one op sequence
     for key, seq in per.items():
         if key[1] is None or not any(op.sig is not None for op in seq):
             continue
-        codes = [ids.setdefault(("sig", op.sig) if op.sig is not None else op.type, len(ids))
-                 for op in seq]
-        found = _period(codes, [op.sig is not None for op in seq])
-        if found is None:
-            out[key] = None
-            continue
-        p, start, span = found
-        out[key] = (p, _phase(seq, p, start, start + span))
+        codes = tuple(ids.setdefault(("sig", op.sig) if op.sig is not None else op.type,
+                                     len(ids)) for op in seq)
+        if codes not in known:
+            known[codes] = _unit(codes, tuple(op.sig is not None for op in seq))
+        out[key] = known[codes]
     return out
+
+
+def _unit(codes: tuple[int, ...], is_mm: tuple[bool, ...]) -> tuple[int, int] | None:
+    """(period, phase) of one op sequence's layers, or None. MatMul codes stand for their
+    signatures one to one, so the sequence of codes decides it."""
+    found = _period(codes, is_mm)
+    if found is None:
+        return None
+    p, start, span = found
+    return p, _phase(codes, is_mm, p, start, start + span)
 
 
 def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]], int]],

@@ -7,8 +7,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
-
 from .. import reasons
 from ..errors import InputError
 from ..gc_pause import gc_paused
@@ -31,12 +29,19 @@ class _Decision:
     raw_us: float = 0.0
     overlap_us: float = 0.0
     code: str = ""
-    reason: str = ""
+    words: Any = ""        # the reason, or a function giving it (worded when it is shown)
     start_ns: int = 0
 
     @property
     def usable(self) -> float:
         return self.raw_us - self.overlap_us
+
+    @property
+    def reason(self) -> str:
+        """Worded on first use: every instance is decided, one per cluster is shown."""
+        if callable(self.words):
+            self.words = self.words()
+        return self.words
 
 
 def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherStreams") -> _Decision:
@@ -47,22 +52,22 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
     preds = seq[max(0, j - lookback):j][::-1]
     if not preds:
         return _Decision(False, code=reasons.NO_SAFE_WINDOW,
-                         reason="nothing runs before the target in this step")
+                         words="nothing runs before the target in this step")
     last: _Decision | None = None
     for i, p in enumerate(preds):
         if p.cls == COMM:
-            return _Decision(False, code=reasons.NO_SAFE_WINDOW,
-                             reason=f"predecessor {p.type} is communication ({p.why}) and what "
-                                    f"follows it leaves {_fmt(last)} (window rule 3c: no safe window)")
+            return _Decision(False, code=reasons.NO_SAFE_WINDOW, words=lambda p=p, last=last: (
+                f"predecessor {p.type} is communication ({p.why}) and what follows it leaves "
+                f"{_fmt(last)} (window rule 3c: no safe window)"))
         if p.cls == HEAVY:
             d = _measure(other, target, p.end, "3a", "output", i)
             if d.usable >= min_us:
                 return d
             return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
-                             overlap_us=d.overlap_us,
-                             reason=f"memory-heavy predecessor {p.type} ({p.why}) ends "
-                                    f"{d.raw_us:.1f} µs before the target: {d.usable:.1f} µs "
-                                    f"< min_window_us {min_us:g} (window rule 3c: too short)")
+                             overlap_us=d.overlap_us, words=lambda p=p, d=d: (
+                                 f"memory-heavy predecessor {p.type} ({p.why}) ends "
+                                 f"{d.raw_us:.1f} µs before the target: {d.usable:.1f} µs "
+                                 f"< min_window_us {min_us:g} (window rule 3c: too short)"))
         pos = j - 1 - i
         producer = seq[pos - 1] if pos >= 1 else None
         if producer is not None and producer.cls == HEAVY:
@@ -74,14 +79,15 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
             return d
         if d.overlap_us > 0 and d.raw_us >= min_us and other.comm_overlap(d.start_ns, target.start):
             return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
-                             overlap_us=d.overlap_us,
-                             reason=f"communication on another stream overlaps the window "
-                                    f"({d.overlap_us:.1f} of {d.raw_us:.1f} µs)")
+                             overlap_us=d.overlap_us, words=lambda d=d: (
+                                 f"communication on another stream overlaps the window "
+                                 f"({d.overlap_us:.1f} of {d.raw_us:.1f} µs)"))
         last = d
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
-                     reason=f"the {len(preds)} light predecessor(s) leave {_fmt(last)} "
-                            f"< min_window_us {min_us:g} (window rule 3c: too short)")
+                     words=lambda last=last, n=len(preds): (
+                         f"the {n} light predecessor(s) leave {_fmt(last)} "
+                         f"< min_window_us {min_us:g} (window rule 3c: too short)"))
 
 
 def _fmt(d: "_Decision | None") -> str:
@@ -145,47 +151,43 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams", spans: "_Spans",
     lead = per[k1][max(0, j1 - n):j1][::-1]
     if not lead:
         return ()
-    # per agreeing instance (rows) and op before its target (columns): starts and ends, as
-    # offsets before the target's start (µs); an instance too near its step's start has fewer
-    at = np.array([spans.at[k] + j for k, j, _ in agree], dtype=np.int64)
-    back = np.arange(1, len(lead) + 1)
-    valid = np.array([j for _, j, _ in agree])[:, None] - back >= 0
-    pos = np.where(valid, at[:, None] - back, 0)
-    ts = spans.start[at][:, None]
-    before, gap = (ts - spans.start[pos]) / 1000, (ts - spans.end[pos]) / 1000
+    # per agreeing instance: the target's place in the flat start/end lists; an instance too
+    # near its step's start has fewer ops before it
+    at = [spans.at[k] + j for k, j, _ in agree]
+    starts, ends = spans.start, spans.end
     # whether any other stream can overlap an instance at all (one stream: never, and the
     # measure is skipped)
     shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
     out = []
     for i, op in enumerate(lead):
-        ok = valid[:, i]
-        if 2 * int(ok.sum()) < len(agree):
+        back = i + 1
+        ok = [a for (_, j, _), a in zip(agree, at) if j - back >= 0]
+        if 2 * len(ok) < len(agree):
             break
-        b, g = before[ok, i], gap[ok, i]
-        over = np.array([other.overlap(per[k][j - 1 - i].end, per[k][j].start, per[k][j])
-                         if s else 0.0 for (k, j, _), s in zip(agree, shared) if j - 1 - i >= 0]
-                        if any(shared) else np.zeros(len(b)))
+        before = [(starts[a] - starts[a - back]) / 1000 for a in ok]
+        gap = [(starts[a] - ends[a - back]) / 1000 for a in ok]
+        over = [other.overlap(per[k][j - back].end, per[k][j].start, per[k][j]) if s else 0.0
+                for (k, j, _), s in zip(agree, shared) if j - back >= 0] \
+            if any(shared) else [0.0] * len(ok)
         out.append(LeadOp(op.pred(), op.sig is not None,
-                          *(round(float(np.median(x)), 3) for x in (b, g, over)),
-                          round(float(np.min(g - over)), 3)))
+                          *(round(statistics.median(x), 3) for x in (before, gap, over)),
+                          round(min(g - o for g, o in zip(gap, over)), 3)))
     return tuple(out)
 
 
 class _Spans:
-    """Every op's start and end (ns) on the timeline, one array each (`at`: where each
-    (step, stream) sequence begins in them), so an offset is gathered for all the instances
-    of a cluster at once."""
+    """Every op's start and end (ns) on the timeline, one flat list each (`at`: where each
+    (step, stream) sequence begins in them), so an offset is read for all the instances of a
+    cluster by index."""
 
     def __init__(self, per: dict[tuple, list[_Op]]):
         self.at: dict[tuple, int] = {}
-        starts: list[int] = []
-        ends: list[int] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
         for key, seq in per.items():
-            self.at[key] = len(starts)
-            starts.extend(o.start for o in seq)
-            ends.extend(o.end for o in seq)
-        self.start = np.array(starts, dtype=np.int64)
-        self.end = np.array(ends, dtype=np.int64)
+            self.at[key] = len(self.start)
+            self.start.extend(o.start for o in seq)
+            self.end.extend(o.end for o in seq)
 
 
 # ------------------------------------------------------------------------------ main entry
@@ -205,14 +207,17 @@ def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
     sig_bytes = {k: int(v.bytes) for k, v in every.items() if v.bytes}
     sig_mb = {k: (v.measured_verdict or v.verdict) == "memory-bound" for k, v in every.items()
               if (v.measured_verdict or v.verdict) != "unknown"}
+    def classify(op: _Op, explain: bool) -> tuple[str, str]:
+        return rules.classify(op.type, op.name, op.core, op.bytes, op.dur_us,
+                              is_matmul=True if op.sig is not None else None,
+                              memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
+                              pipes=op.pipes, hbm_bps=hbm_bps, explain=explain)
+
     with gc_paused():
         per = _timelines(df, sig_bytes)
         for op in (op for seq in per.values() for op in seq):
-            op.cls, op.why = rules.classify(
-                op.type, op.name, op.core, op.bytes, op.dur_us,
-                is_matmul=True if op.sig is not None else None,
-                memory_bound=sig_mb.get(op.sig) if op.sig is not None else None,
-                pipes=op.pipes, hbm_bps=hbm_bps)
+            op.cls = classify(op, False)[0]
+            op.classed_by = classify
         other = _OtherStreams(per)
         _merge_communication(per)
     return per, other

@@ -33,18 +33,28 @@ class _Op:
     step: Any
     stream: Any = None
     cls: str = ""
-    why: str = ""
     group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
     row: int | None = None         # the table's `_ix` of its (first) kernel, when the table has one
     psum: list[float] | None = None   # duration-weighted sums of the PipeUtilization ratios
     pdur: float = 0.0                 # ... and the duration they cover
+    classed_by: Any = None            # what classed it (`classify`): words `why` when asked
+    _why: str | None = None
 
     @property
     def pipes(self) -> tuple[float, ...] | None:
         """(aic_mac, aic_mte2, aiv_vec, aiv_mte2) ratios, duration-weighted over its kernels."""
         if self.psum is None or self.pdur <= 0:
             return None
-        return tuple(x / self.pdur for x in self.psum)
+        d = self.pdur
+        return tuple([x / d for x in self.psum])
+
+    @property
+    def why(self) -> str:
+        """Why it has its class, in words (worked out on first use: a timeline classes every
+        op, the decision and the design show a few)."""
+        if self._why is None:
+            self._why = self.classed_by(self, True)[1] if self.classed_by else ""
+        return self._why
 
     def pred(self) -> PredOp:
         return PredOp(self.type, self.name, self.cls, self.why, round(self.dur_us, 3), self.bytes,
