@@ -119,9 +119,9 @@ def _list_pieces(path: Path, max_bytes: int) -> Iterator[list[Rec | None]]:
     msgspec refuses, the streaming reader takes over at the same event."""
     done = read = 0
     with open(path, "rb") as fh:
-        buf = fh.read(_CHUNK)
-        read = len(buf)
-        buf = buf[buf.index(b"[") + 1:]
+        head = fh.read(_CHUNK)
+        read = len(head)
+        buf = bytearray(head[head.index(b"["):])      # "[" and what follows it
         while True:
             block = fh.read(_CHUNK)
             read += len(block)
@@ -130,15 +130,25 @@ def _list_pieces(path: Path, max_bytes: int) -> Iterator[list[Rec | None]]:
                 cut = _last_sep(buf)
                 if cut is None:
                     continue                  # one event longer than the buffer: read on
-                piece, buf = b"[" + buf[:cut[0] + 1] + b"]", buf[cut[1] - 1:]
+                # the piece is "[" ... "}" with a "]" written over the byte after it (a blank
+                # or the comma), decoded in place; the next starts with "[" at the next "{"
+                start, end = cut
+                buf[start + 1] = 0x5D
+                piece = memoryview(buf)[:start + 2]
+                rest = bytearray(b"[")
+                rest += memoryview(buf)[end - 1:]
             else:
-                piece, buf = b"[" + buf, b""   # the rest holds the closing bracket
+                piece, rest = buf, None        # the rest holds the closing bracket
             try:
                 if read > max_bytes:          # the file grew past the cap while read
                     raise msgspec.DecodeError
                 recs = _LIST.decode(piece)
             except _REFUSED:
                 break
+            finally:
+                if isinstance(piece, memoryview):
+                    piece.release()
+            buf = rest
             done += len(recs)
             yield recs
             if not block:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import functools
 import re
+from operator import attrgetter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
 from .trace_decode import ID_ARGS, TEXT_ARGS, arg_name, record_pieces
-from .trace_values import dur_column, ident, id_arg, ns_column, text_arg, usable
+from .trace_values import dur_column, ident, id_arg, ns_column, text_arg, usable_columns
 from .values import to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
@@ -146,24 +147,11 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
     intern = strings.setdefault
     base = 0
     for piece in pieces:
-        xs = [(i, e) for i, e in enumerate(piece, base) if e is not None and e.ph == "X"]
+        found = [(i, e) for i, e in enumerate(piece, base) if e is not None and e.ph == "X"]
         base += len(piece)
-        seen_x = seen_x or bool(xs)
-        xs = [(i, e, c if type(c := e.cat) is str else None,
-               intern(n, n) if type(n := e.name) is str and n else None) for i, e in xs]
-        xs = [t for t in xs if t[2] not in UNUSED_CATS or (t[3] and STEP_MARKER.match(t[3]))]
-        x.index += [t[0] for t in xs]
-        x.cat += [t[2] for t in xs]
-        x.name += [t[3] for t in xs]
-        x.pid += [intern(p, p) if type(p := t[1].pid) in (int, str) else None for t in xs]
-        x.tid += [intern(p, p) if type(p := t[1].tid) in (int, str) else None for t in xs]
-        ts += [t[1].ts for t in xs]
-        durs += [t[1].dur for t in xs]
-        args = [t[1].args for t in xs]
-        for a in args:                  # a call stack is ~1 KB and repeats every step
-            if a is not None and type(stack := a.a0) is str:
-                a.a0 = intern(stack, stack)
-        x.args += args
+        if found:
+            seen_x = True
+            _keep_x(x, ts, durs, *zip(*found), intern)
         flow_recs += [e for e in piece if e is not None and e.ph == "s" and e.cat == "async_npu"]
         for e in (e for e in piece if e is not None and e.ph == "M"):
             label = arg_name(e.args)
@@ -176,12 +164,47 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
     if not seen_x:
         raise InputError("trace holds no complete ('X') events", path=str(path))
     x.start = ns_column(ts)
-    for start, dur in zip(x.start, dur_column(durs)):
-        kept, bad = usable(start, dur)
-        x.dur_us.append(kept)
-        x.bad.append(bad)
+    x.dur_us, x.bad = usable_columns(x.start, dur_column(durs))
     flavour = "ascend" if top == "list" or "Ascend Hardware" in procs.values() else "torch"
     return Trace(x, flavour, procs, names, _flows(flow_recs, intern))
+
+
+_CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("cat", "name", "pid", "tid"))
+_TS, _DUR, _ARGS = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
+_CLEAN_CAT, _IDS = {str, type(None)}, {int, str}
+
+
+def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern) -> None:
+    """Append one piece's 'X' records to the columns, a field at a time (map and attrgetter
+    run in C); only a field holding a value of an unusual type is cleaned value by value: a
+    category or name that is no text (or empty) is None, a pid/tid that is no int or text."""
+    cats = list(map(_CAT, recs))
+    if not _CLEAN_CAT.issuperset(map(type, cats)):
+        cats = [c if type(c) is str else None for c in cats]
+    names = list(map(_NAME, recs))
+    if set(map(type, names)) != {str} or "" in names:
+        names = [n if type(n) is str and n else None for n in names]
+    names = list(map(intern, names, names))
+    if not UNUSED_CATS.isdisjoint(cats):      # queueing and runtime-API events: not kept
+        keep = [k for k, (c, n) in enumerate(zip(cats, names))
+                if c not in UNUSED_CATS or (n and STEP_MARKER.match(n))]
+        index, recs = [index[k] for k in keep], [recs[k] for k in keep]
+        cats, names = [cats[k] for k in keep], [names[k] for k in keep]
+    x.index += index
+    x.cat += cats
+    x.name += names
+    for col, get in ((x.pid, _PID), (x.tid, _TID)):
+        ids = list(map(get, recs))
+        if not _IDS.issuperset(map(type, ids)):
+            ids = [v if type(v) in _IDS else None for v in ids]
+        col += map(intern, ids, ids)
+    ts += map(_TS, recs)
+    durs += map(_DUR, recs)
+    args = list(map(_ARGS, recs))
+    for a in args:                  # a call stack is ~1 KB and repeats every step
+        if a is not None and type(stack := a.a0) is str:
+            a.a0 = intern(stack, stack)
+    x.args += args
 
 
 def _flows(recs: list, intern) -> dict:

@@ -94,22 +94,28 @@ def _kernels(trace: Trace, path: Path) -> list[int]:
 
 
 def _launcher(trace: Trace):
-    """(launch(kernel start ns) -> (stack code, launch op, its input dims, step), the distinct
-    stacks by code): the async_npu flow whose id is the kernel's start names the launching
-    thread and time, that thread's nesting what enclosed the launch."""
+    """(launch(kernel start ns) -> (stack code, launch op, its input dims as written, step),
+    the distinct stacks by code): the async_npu flow whose id is the kernel's start names the
+    launching thread and time, that thread's nesting what enclosed the launch."""
     stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
-    launches = {k: _Launches(t, trace.x, stacks) for k, t in host_threads(trace.x).items()}
+    threads = host_threads(trace.x)
     flows = trace.flows
-    none4 = (None, None, None, None)
 
     def launch(start: int) -> tuple:
         flow = flows.get(start)
         if flow is not None:
-            on = launches.get(flow[0])
+            on = threads.get(flow[0])
             if on is not None:
-                return on.at(flow[1])
-        return none4
+                stack, op, dims, step = on.launch(flow[1])
+                code = None if stack is None else stacks.setdefault(stack, len(stacks))
+                return code, op, dims, step       # dims as written: join_stack() to show
+        return _NONE4
     return launch, stacks
+
+
+def _shown(launched: tuple) -> tuple:
+    code, op, dims, step = launched
+    return code, op, join_stack(dims), step
 
 
 def _gathered(stacks: dict[str, int], codes: list) -> pl.Series:
@@ -144,7 +150,7 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
         task = text_arg(a, "Task Type")
         rows.append((index[r], name, kind, task if task else None, starts[r], durs[r],
                      None if stream is None else str(stream), to_int64(id_arg(a, "Task Id")),
-                     to_int64(id_arg(a, "Model Id")), *launch(starts[r])))
+                     to_int64(id_arg(a, "Model Id")), *_shown(launch(starts[r]))))
     host_bad = [r for r, why in enumerate(x.bad) if why is not None
                 and x.pid[r] not in hardware and x.cat[r] in HOST]
     rows += _communication_rows(trace)
@@ -191,12 +197,13 @@ def _communication_rows(trace: Trace) -> list[tuple]:
 
 class HostThread:
     """One host thread's usable cpu_op / python_function events, nested: `rows` (into the
-    trace's Columns) sorted by (start, -end), file order on ties, with their starts, ends and
-    `parent` (the position of the innermost span enclosing each, -1: none)."""
+    trace's Columns) sorted by (start, -end), file order on ties, with their starts, ends,
+    `parent` (the position of the innermost span enclosing each, -1: none) and what each span
+    says about a kernel launched inside it (`_answers`)."""
 
-    __slots__ = ("rows", "starts", "ends", "parent")
+    __slots__ = ("rows", "starts", "ends", "parent", "answers")
 
-    def __init__(self, keyed: list[tuple[int, int, int]]):
+    def __init__(self, keyed: list[tuple[int, int, int]], x: Columns, markers: dict):
         keyed.sort()                                   # (start, -end, row)
         self.rows = [r for _, _, r in keyed]
         self.starts = [s for s, _, _ in keyed]
@@ -210,69 +217,91 @@ class HostThread:
                 parent[k] = stack[-1]
             stack.append(k)
         self.parent = parent
+        self.answers = _answers(self, x, markers)
+
+    def launch(self, ts: int) -> tuple:
+        """(stack, launch op, its input dims as written, step) of a kernel launched at `ts`:
+        what the innermost span enclosing ts says (`_launch` walks the same way)."""
+        ends, parent = self.ends, self.parent
+        k = bisect.bisect_right(self.starts, ts) - 1
+        while k >= 0 and ends[k] < ts:
+            k = parent[k]
+        return self.answer(k)
+
+    def answer(self, k: int) -> tuple:
+        """(stack, launch op, its input dims as written, step) inside span k (-1: no span)."""
+        if k < 0:
+            return _NONE4
+        stack, op, dims, _, step, frames = self.answers[k]
+        if stack is None and frames is not None:
+            names = []
+            while frames is not None:
+                names.append(frames[0])
+                frames = frames[1]
+            stack = ";".join(names)
+        return stack, op, dims, step
+
+
+_NONE4 = (None, None, None, None)
+_ROOT = (None, None, None, False, None, None)
+
+
+def _answers(t: HostThread, x: Columns, markers: dict) -> list[tuple]:
+    """Per span, in nesting order (a parent before its children), what the walk up from it
+    (`_launch`) finds, built from its parent's answer: (stack from the nearest cpu_op with one,
+    launch op and its input dims as written, whether a cpu_op lies on the way, step of the
+    outermost ProfilerStep, python_function frames as a linked (name, rest) pair)."""
+    names, cats, args = x.name, x.cat, x.args
+    joined: dict = {}                     # each distinct call stack joined once
+    out: list[tuple] = []
+    for k, r in enumerate(t.rows):
+        p = t.parent[k]
+        up = out[p] if p >= 0 else _ROOT
+        name = names[r]
+        marker = markers.get(name, markers)
+        if marker is markers:
+            m = STEP_MARKER.match(name or "")
+            marker = markers[name] = int(m.group(1)) if m else None
+        if marker is not None:
+            out.append(up if up[4] is not None else (*up[:4], marker, up[5]))
+        elif cats[r] == "cpu_op":
+            a = args[r]
+            text = text_arg(a, "Call stack")
+            own = None
+            if text:
+                own = joined.get(text, joined)
+                if own is joined:
+                    own = joined[text] = join_stack(text)
+            if name:
+                op, dims = name, text_arg(a, "Input Dims")
+            elif up[3]:
+                op, dims = up[1], up[2]
+            else:
+                op, dims = None, text_arg(a, "Input Dims")
+            out.append((up[0] if own is None else own, op, dims, True, up[4], up[5]))
+        elif cats[r] == "python_function" and name:
+            out.append((*up[:5], (name, up[5])))
+        else:
+            out.append(up)
+    return out
 
 
 def host_threads(x: Columns) -> dict:
     """(pid, tid) -> HostThread of its usable cpu_op / python_function events."""
-    keyed: dict = {}
+    rows = [r for r, (cat, why) in enumerate(zip(x.cat, x.bad))
+            if why is None and (cat == "cpu_op" or cat == "python_function")]
     start, dur = x.start, x.dur_us
-    for r, (cat, why) in enumerate(zip(x.cat, x.bad)):
-        if why is None and cat in HOST:
-            s = start[r]
-            keyed.setdefault((x.pid[r], x.tid[r]), []).append(
-                (s, -(s + round(dur[r] * 1000)), r))
-    return {k: HostThread(v) for k, v in keyed.items()}
-
-
-class _Launches:
-    """One host thread asked what launched a kernel at a time: (stack code, launch op, its
-    input dims, step); `stacks` numbers the distinct stacks of every thread. Kernels launched
-    inside the same innermost span get the same answer, so it is worked out once per span."""
-
-    def __init__(self, thread: HostThread, x: Columns, stacks: dict[str, int]):
-        self.t = thread
-        self.x = x
-        self.memo: dict[int, tuple] = {}
-        self.up: dict[int, tuple] = {}      # span -> _launch(thread, x, span)
-        self.stacks = stacks
-
-    def at(self, ts: int) -> tuple:
-        t = self.t
-        ends, parent = t.ends, t.parent
-        k = bisect.bisect_right(t.starts, ts) - 1
-        while k >= 0 and ends[k] < ts:
-            k = parent[k]
-        hit = self.memo.get(k)
-        if hit is None:
-            stack, op, dims, step = self._launch(k)
-            code = None if stack is None else self.stacks.setdefault(stack, len(self.stacks))
-            hit = self.memo[k] = (code, op, dims, step)
-        return hit
-
-    def _launch(self, k: int) -> tuple:
-        """`_launch(thread, x, k)`, kept per span: a named cpu_op (the common span) decides
-        the op, its dims and a stack of its own, the rest comes from its parent's answer; any
-        other span is walked in full."""
-        t, x, up = self.t, self.x, self.up
-        chain = []
-        while k >= 0 and k not in up:
-            r = t.rows[k]
-            name = x.name[r]
-            if x.cat[r] != "cpu_op" or not name or STEP_MARKER.match(name):
-                up[k] = _launch(t, x, k)
-                break
-            chain.append(k)
-            k = t.parent[k]
-        got = up[k] if k >= 0 else (None, None, None, None)
-        for k in reversed(chain):
-            r = t.rows[k]
-            a = x.args[r]
-            text = text_arg(a, "Call stack")
-            stack = join_stack(text) if text else None
-            dims = join_stack(text_arg(a, "Input Dims"))
-            got = (got[0] if stack is None else stack), x.name[r], dims, got[3]
-            up[k] = got
-        return got
+    keyed = [(s, -(s + round(dur[r] * 1000)), r)
+             for r, s in zip(rows, map(start.__getitem__, rows))]
+    threads = list(zip(map(x.pid.__getitem__, rows), map(x.tid.__getitem__, rows)))
+    by: dict = {}
+    if len(set(threads)) == 1:
+        by[threads[0]] = keyed
+    else:
+        for key, item in zip(threads, keyed):
+            by.setdefault(key, []).append(item)
+    markers: dict = {}
+    return {k: HostThread(v, x, markers) for k, v in by.items()}
 
 
 def _launch(t: HostThread, x: Columns, k: int) -> tuple:

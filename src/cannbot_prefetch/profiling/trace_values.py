@@ -56,6 +56,19 @@ def usable(start: int | None, dur: float | None) -> tuple[float | None, str | No
     return dur, None
 
 
+def usable_columns(starts: list, durs: list) -> tuple[list, list]:
+    """`usable` over whole columns: (durations kept, why each event is unusable)."""
+    if None not in starts and None not in durs and len(durs) and pl.Series(
+            durs, dtype=pl.Float64).is_between(0, MAX_DURATION_US).all():
+        return durs, [None] * len(durs)            # the common trace: every event usable
+    kept, bad = [], []
+    for start, dur in zip(starts, durs):
+        k, b = usable(start, dur)
+        kept.append(k)
+        bad.append(b)
+    return kept, bad
+
+
 # The common spellings, converted by polars; anything else (null here) by the scalar form.
 _TS_TEXT = r"^[0-9]{1,16}\.[0-9]{3}$"
 _DUR_TEXT = r"^[0-9]{1,30}(\.[0-9]{1,30})?$"
@@ -63,30 +76,32 @@ _DUR_TEXT = r"^[0-9]{1,30}(\.[0-9]{1,30})?$"
 
 def ns_column(values: list) -> list[int | None]:
     """[ns_of(v) for v in values], the common spelling by polars."""
-    out = _fast(values, lambda s: pl.when(s.str.contains(_TS_TEXT))
-                .then(s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False)))
-    for i in _missed(out, values):
-        out[i] = ns_of(values[i])
-    return out
+    return _by_column(values, ns_of, lambda s: pl.when(s.str.contains(_TS_TEXT)).then(
+        s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False)))
 
 
 def dur_column(values: list) -> list[float | None]:
     """[dur_of(v) for v in values], the common spelling by polars."""
-    out = _fast(values, lambda s: pl.when(s.str.contains(_DUR_TEXT))
-                .then(s.cast(pl.Float64, strict=False)))
-    for i in _missed(out, values):
-        out[i] = dur_of(values[i])
+    return _by_column(values, dur_of, lambda s: pl.when(s.str.contains(_DUR_TEXT)).then(
+        s.cast(pl.Float64, strict=False)))
+
+
+def _by_column(values: list, scalar, fast) -> list:
+    """`fast` on the text values, `scalar` wherever it gave no answer for a value present."""
+    if not values:
+        return []
+    if set(map(type, values)) != {str}:
+        values = list(values)
+        text = [v if type(v) is str else None for v in values]
+    else:
+        text = values
+    got = pl.select(fast(pl.lit(pl.Series("v", text, dtype=pl.Utf8)))).to_series()
+    out = got.to_list()
+    if got.null_count():
+        for i in got.is_null().arg_true().to_list():
+            if values[i] is not None:
+                out[i] = scalar(values[i])
     return out
-
-
-def _fast(values: list, expr) -> list:
-    text = pl.Series("v", [v if type(v) is str else None for v in values], dtype=pl.Utf8)
-    return pl.select(expr(pl.lit(text))).to_series().to_list() if len(text) else []
-
-
-def _missed(out: list, values: list) -> list[int]:
-    """Where the fast form gave no answer and the value is not simply absent."""
-    return [i for i, (o, v) in enumerate(zip(out, values)) if o is None and v is not None]
 
 
 def text_arg(args: Any, key: str) -> str | None:

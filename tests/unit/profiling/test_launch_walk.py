@@ -1,8 +1,8 @@
-"""The trace reader asks, per kernel, what launched it (trace_reader._Launches): the answer is
-kept per span and built from the parent's answer where the span is a named cpu_op. It must
-equal the full walk up the nesting (`_launch`) for every span: on the real sample's threads and
-on a nest with the cases the shortcut must leave to the walk. The nesting itself (HostThread,
-on the columns) must equal the Event-based `threads()` the PyTorch reader uses."""
+"""The trace reader asks, per kernel, what launched it (HostThread.launch): each span's answer
+is built once from its parent's (trace_reader._answers). It must equal the full walk up the
+nesting (`_launch`) for every span: on the real sample's threads and on a nest with frames,
+markers, unnamed ops and blank stacks. The nesting itself (HostThread, on the columns) must
+equal the Event-based `threads()` the PyTorch reader uses."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ import json
 
 import pytest
 
-from cannbot_prefetch.profiling.trace_events import load_trace, threads
-from cannbot_prefetch.profiling.trace_reader import HOST, _launch, _Launches, host_threads
+from cannbot_prefetch.profiling.trace_events import join_stack, load_trace, threads
+from cannbot_prefetch.profiling.trace_reader import HOST, _launch, host_threads
 
 
 def _every_span_agrees(trace) -> int:
     n = 0
     for t in host_threads(trace.x).values():
-        memo = _Launches(t, trace.x, {})
-        for k in reversed(range(len(t.rows))):   # children first: parents get asked later
-            assert memo._launch(k) == _launch(t, trace.x, k), trace.x.event(t.rows[k])
+        for k in range(len(t.rows)):
+            stack, op, dims, step = t.answer(k)      # dims as written
+            assert (stack, op, join_stack(dims), step) == _launch(t, trace.x, k), \
+                trace.x.event(t.rows[k])
             n += 1
     return n
 
@@ -62,6 +63,8 @@ def test_nest_with_frames_markers_and_unnamed_ops(tmp_path, inner_name):
         _ev("cpu_op", "ProfilerStep#8", 40, 5),                            # nested marker
         _ev("cpu_op", "aclnnAdd", 41, 1),
         _ev("cpu_op", "same start, shorter", 41, 0.5),                     # ties sort by end
+        _ev("cpu_op", None, 95, 4, dims="9,9"),          # unnamed, no named op above it
+        _ev("cpu_op", None, 96, 1, dims="7,7"),          # unnamed inside unnamed
     ]
     f = tmp_path / "trace_view.json"
     f.write_text(json.dumps(events), encoding="utf-8")
@@ -69,10 +72,12 @@ def test_nest_with_frames_markers_and_unnamed_ops(tmp_path, inner_name):
     assert _every_span_agrees(trace) == len(events)
     _nesting_matches_threads(trace)
     t = host_threads(trace.x)[(1, 1)]
-    memo = _Launches(t, trace.x, {})
     at = {trace.x.index[r]: k for k, r in enumerate(t.rows)}
-    assert memo._launch(at[4]) == ("a.py(1): f;b.py(2): g", "aten::mm", None, 7)
-    assert memo._launch(at[6])[3] == 7          # the outermost ProfilerStep names the step
+    assert t.answer(at[4]) == ("a.py(1): f;b.py(2): g", "aten::mm", None, 7)
+    assert t.answer(at[6])[3] == 7              # the outermost ProfilerStep names the step
+    assert t.answer(at[3])[0] == "model.py(3): forward"   # no stack: the python frames
     assert t.parent[at[7]] == at[6]             # inside the longer op of the same start
-    assert memo.at(41_200)[1] == "same start, shorter"
-    assert memo.at(41_700)[1] == "aclnnAdd"  # after the inner one ended
+    assert t.launch(41_200)[1] == "same start, shorter"
+    assert t.launch(41_700)[1] == "aclnnAdd"    # after the inner one ended
+    assert t.launch(200_000) == (None, None, None, None)    # outside every span
+    assert t.answer(at[9])[1:] == (None, "9,9", 7)   # the outermost unnamed op's dims
