@@ -113,13 +113,18 @@ def pipe_verdict(pipes: Sequence[float | None], pol: dict[str, Any], explain: bo
     unless `explain` (a timeline classes 10^4-10^5 ops and words the few it shows)."""
     mac, mte2, vec, vmte2 = pipes         # asked for every op of a timeline: no generators
     mac, mte2, vec, vmte2 = mac or 0.0, mte2 or 0.0, vec or 0.0, vmte2 or 0.0
-    aic = (measured_verdict(mac, mte2, pol), "aic", mac, mte2) if mac or mte2 else None
-    aiv = (measured_verdict(vec, vmte2, pol), "aiv", vec, vmte2) if vec or vmte2 else None
-    if aic is None and aiv is None:
+    cube, vector = bool(mac or mte2), bool(vec or vmte2)
+    if not (cube or vector):
         return None, ""
-    got = [g for g in (aic, aiv) if g is not None]
-    v, side, a, b = next((g for g in got if g[0] == Verdict.MEMORY), None) or \
-        next((g for g in got if g[0] == Verdict.COMPUTE), got[0])
+    va = measured_verdict(mac, mte2, pol) if cube else None
+    vv = measured_verdict(vec, vmte2, pol) if vector else None
+    # the side that decides: memory-bound on either, else compute-bound on either, else the
+    # cube side when it has counters (each in that order: cube first)
+    if va == Verdict.MEMORY or (vv != Verdict.MEMORY and (
+            va == Verdict.COMPUTE or (vv != Verdict.COMPUTE and cube))):
+        v, side, a, b = va, "aic", mac, mte2
+    else:
+        v, side, a, b = vv, "aiv", vec, vmte2
     if not explain:
         return v, ""
     other = "mac" if side == "aic" else "vec"

@@ -10,7 +10,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cannbot_prefetch.profiling.trace_values import dur_column, dur_of, ns_column, ns_of
+from cannbot_prefetch.profiling.trace_values import (dur_column, dur_of, ns_column, ns_of, usable,
+                                                     usable_columns)
 
 EDGE_TS = ["1736408883716197.363", "1736408883716197.3", "1736408883716197", "0.000", "1.000",
            "9999999999999999.999", "1000000000000000000.000", "12345678901234567.000",
@@ -53,3 +54,16 @@ _any_json = st.one_of(st.none(), st.booleans(), st.integers(), _ts_text,
 def test_columns_equal_scalars(values):
     _check(ns_column, ns_of, values)
     _check(dur_column, dur_of, values)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 10**18)),
+                          st.one_of(st.none(), st.floats(allow_nan=True),
+                                    st.sampled_from([0.0, 86_400e6, 86_400e6 + 1, -0.0]))),
+                max_size=30))
+def test_usable_columns_equal_usable(pairs):
+    starts, durs = [s for s, _ in pairs], [d for _, d in pairs]
+    kept, bad = usable_columns(starts, durs)
+    want = [usable(s, d) for s, d in pairs]
+    assert bad == [b for _, b in want]
+    assert all(_same(k, w) for k, (w, _) in zip(kept, want))
