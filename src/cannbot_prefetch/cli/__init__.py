@@ -267,6 +267,9 @@ _register()
 def main() -> None:
     """The console script: run, then leave without the interpreter's teardown."""
     _collector_off(sys.argv[1:])
+    from .codecache import install
+
+    install()
     try:
         app()
     except SystemExit as exc:

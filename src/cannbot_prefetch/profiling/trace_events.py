@@ -201,9 +201,18 @@ def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern)
     ts += map(_TS, recs)
     durs += map(_DUR, recs)
     args = list(map(_ARGS, recs))
-    for a in args:                  # a call stack is ~1 KB and repeats every step
-        if a is not None and type(stack := a.a0) is str:
-            a.a0 = intern(stack, stack)
+    # the text args (TEXT_ARGS: slots a0-a3 of trace_decode.Args, by its construction) repeat
+    # every step (a call stack is ~1 KB): each kept once
+    for a in args:
+        if a is not None:
+            if type(v := a.a0) is str:
+                a.a0 = intern(v, v)
+            if type(v := a.a1) is str:
+                a.a1 = intern(v, v)
+            if type(v := a.a2) is str:
+                a.a2 = intern(v, v)
+            if type(v := a.a3) is str:
+                a.a3 = intern(v, v)
     x.args += args
 
 

@@ -293,12 +293,12 @@ def host_threads(x: Columns) -> dict:
     start, dur = x.start, x.dur_us
     keyed = [(s, -(s + round(dur[r] * 1000)), r)
              for r, s in zip(rows, map(start.__getitem__, rows))]
-    threads = list(zip(map(x.pid.__getitem__, rows), map(x.tid.__getitem__, rows)))
+    pids, tids = [x.pid[r] for r in rows], [x.tid[r] for r in rows]
     by: dict = {}
-    if len(set(threads)) == 1:
-        by[threads[0]] = keyed
+    if rows and len(set(pids)) == 1 and len(set(tids)) == 1:
+        by[(pids[0], tids[0])] = keyed          # the common trace: one host thread
     else:
-        for key, item in zip(threads, keyed):
+        for key, item in zip(zip(pids, tids), keyed):
             by.setdefault(key, []).append(item)
     markers: dict = {}
     return {k: HostThread(v, x, markers) for k, v in by.items()}
