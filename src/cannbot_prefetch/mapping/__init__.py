@@ -99,15 +99,15 @@ class Mapper:
     def __init__(self, ms: ModelSource, src_map=(), root: str | None = None, mode: str = "eager"):
         self.ms = ms
         self.src_map = tuple(src_map)
-        rs = [root] if root else roots(ms)
+        self._events: dict[str, list[Event]] = {}
+        rs = [root] if root else roots(ms, self._events)
         if not rs:
             from ..errors import SourceError
             raise SourceError("no model class with a forward() in the model source",
                               path=", ".join(ms.files))
         self.root = rs[0]
         self.roots = rs
-        self.events = flatten(ms, self.root)
-        self._events = {self.root: self.events}
+        self.events = self.events_of(self.root)
         self.accept = checker(ms, mode)
 
     def events_of(self, root: str) -> list[Event]:

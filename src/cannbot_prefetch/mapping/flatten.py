@@ -256,11 +256,16 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
     out.append(Event(path, _kind_by_name(r.attr), r.owner or cls, r.attr))
 
 
-def roots(ms: ModelSource) -> list[str]:
+def roots(ms: ModelSource, flat: dict[str, list[Event]] | None = None) -> list[str]:
     """Classes with a forward that no other class instantiates; CausalLM-like ones first.
-    Classes of files loaded only because the model imports them are never roots."""
+    Classes of files loaded only because the model imports them are never roots. `flat`
+    keeps each root's flattened forward (the caller's next question is the first one's)."""
+    flat = {} if flat is None else flat
     used = set(ms.children.values())
     out = [c for c in ms.classes if c not in used and ms.method(c, "forward") is not None
            and ms.file_of(c) in ms.primary]
-    out.sort(key=lambda c: (not c.endswith("ForCausalLM"), -len(flatten(ms, c))))
+    for c in out:
+        if c not in flat:
+            flat[c] = flatten(ms, c)
+    out.sort(key=lambda c: (not c.endswith("ForCausalLM"), -len(flat[c])))
     return out

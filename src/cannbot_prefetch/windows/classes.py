@@ -91,20 +91,16 @@ class WindowRules:
         return dict(self.verdict)
 
     def kind_of(self, op_type: str | None, name: str | None, core: str | None) -> str:
-        """communication | matmul | mover | light | other, from names alone (cached)."""
-        return _kind_cached(self, op_type, name, core.upper() if core else None)
+        """communication | matmul | mover | light | other, from names alone (cached: asked
+        once per timeline op)."""
+        key = (id(self), op_type, name, core)
+        hit = _KINDS.get(key)
+        if hit is None:
+            hit = _KINDS[key] = _kind_of(self, op_type, name, core.upper() if core else None)
+        return hit
 
 
 _KINDS: dict[tuple, str] = {}
-
-
-def _kind_cached(rules: "WindowRules", op_type: str | None, name: str | None,
-                 core: str | None) -> str:
-    key = (id(rules), op_type, name, core)
-    hit = _KINDS.get(key)
-    if hit is None:
-        hit = _KINDS[key] = _kind_of(rules, op_type, name, core)
-    return hit
 
 
 def _kind_of(rules: "WindowRules", op_type: str | None, name: str | None,

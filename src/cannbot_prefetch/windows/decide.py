@@ -158,20 +158,26 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams", spans: "_Spans",
     # whether any other stream can overlap an instance at all (one stream: never, and the
     # measure is skipped)
     shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
+    overlaps = any(shared)
+    js = [j for _, j, _ in agree]
     out = []
     for i, op in enumerate(lead):
         back = i + 1
-        ok = [a for (_, j, _), a in zip(agree, at) if j - back >= 0]
+        ok = [a for j, a in zip(js, at) if j >= back]
         if 2 * len(ok) < len(agree):
             break
         before = [(starts[a] - starts[a - back]) / 1000 for a in ok]
         gap = [(starts[a] - ends[a - back]) / 1000 for a in ok]
-        over = [other.overlap(per[k][j - back].end, per[k][j].start, per[k][j]) if s else 0.0
-                for (k, j, _), s in zip(agree, shared) if j - back >= 0] \
-            if any(shared) else [0.0] * len(ok)
-        out.append(LeadOp(op.pred(), op.sig is not None,
-                          *(round(statistics.median(x), 3) for x in (before, gap, over)),
-                          round(min(g - o for g, o in zip(gap, over)), 3)))
+        if overlaps:
+            over = [other.overlap(per[k][j - back].end, per[k][j].start, per[k][j]) if s
+                    else 0.0 for (k, j, _), s in zip(agree, shared) if j >= back]
+            least = min(g - o for g, o in zip(gap, over))
+            over_us = statistics.median(over)
+        else:                   # nothing on another stream: no overlap anywhere
+            least, over_us = min(gap), 0.0
+        out.append(LeadOp(op.pred(), op.sig is not None, round(statistics.median(before), 3),
+                          round(statistics.median(gap), 3), round(over_us, 3),
+                          round(least, 3)))
     return tuple(out)
 
 
