@@ -170,7 +170,7 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
 
 
 _CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("cat", "name", "pid", "tid"))
-_TS, _DUR, _ARGS = attrgetter("ts"), attrgetter("dur"), attrgetter("args")
+_TS, _DUR, _ARGS, _ID = (attrgetter(k) for k in ("ts", "dur", "args", "id"))
 _CLEAN_CAT, _IDS = {str, type(None)}, {int, str}
 
 
@@ -218,13 +218,16 @@ def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern)
 
 def _flows(recs: list, intern) -> dict:
     """async_npu flow starts: id -> (launching thread, ts ns); a later start of an id wins."""
-    flows: dict = {}
-    for e, ts in zip(recs, ns_column([e.ts for e in recs])):
-        fid = to_int64(e.id)
-        if ts is not None and fid is not None:
-            thread = (ident(e.pid), ident(e.tid))
-            flows[fid] = (intern(thread, thread), ts)
-    return flows
+    ts = ns_column(list(map(_TS, recs)))
+    ids = list(map(_ID, recs))
+    if not (set(map(type, ids)) <= {int} and ids and -(2 ** 63) <= min(ids)
+            and max(ids) < 2 ** 63):
+        ids = [to_int64(v) for v in ids]
+    threads = [intern(t, t) for t in zip(map(ident, map(_PID, recs)),
+                                         map(ident, map(_TID, recs)))]
+    if None in ts or None in ids:           # no usable ts or id: that flow is not kept
+        return {f: (t, s) for f, t, s in zip(ids, threads, ts) if f is not None and s is not None}
+    return dict(zip(ids, zip(threads, ts)))
 
 
 def nest(spans: list[Span]) -> list[Span]:
