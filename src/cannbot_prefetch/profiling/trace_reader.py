@@ -254,8 +254,8 @@ def _answers(t: HostThread, x: Columns, markers: dict) -> list[tuple]:
     names, cats, args = x.name, x.cat, x.args
     joined: dict = {}                     # each distinct call stack joined once
     out: list[tuple] = []
-    for k, r in enumerate(t.rows):
-        p = t.parent[k]
+    append = out.append
+    for r, p in zip(t.rows, t.parent):
         up = out[p] if p >= 0 else _ROOT
         name = names[r]
         marker = markers.get(name, markers)
@@ -263,26 +263,27 @@ def _answers(t: HostThread, x: Columns, markers: dict) -> list[tuple]:
             m = STEP_MARKER.match(name or "")
             marker = markers[name] = int(m.group(1)) if m else None
         if marker is not None:
-            out.append(up if up[4] is not None else (*up[:4], marker, up[5]))
+            append(up if up[4] is not None else (*up[:4], marker, up[5]))
         elif cats[r] == "cpu_op":
             a = args[r]
-            text = text_arg(a, "Call stack")
             own = None
-            if text:
-                own = joined.get(text, joined)
-                if own is joined:
-                    own = joined[text] = join_stack(text)
+            if a is not None:
+                text = a.a0               # text_arg(a, "Call stack"), inlined: asked per span
+                if text and type(text) is str:
+                    own = joined.get(text, joined)
+                    if own is joined:
+                        own = joined[text] = join_stack(text)
             if name:
                 op, dims = name, text_arg(a, "Input Dims")
             elif up[3]:
                 op, dims = up[1], up[2]
             else:
                 op, dims = None, text_arg(a, "Input Dims")
-            out.append((up[0] if own is None else own, op, dims, True, up[4], up[5]))
+            append((up[0] if own is None else own, op, dims, True, up[4], up[5]))
         elif cats[r] == "python_function" and name:
-            out.append((*up[:5], (name, up[5])))
+            append((*up[:5], (name, up[5])))
         else:
-            out.append(up)
+            append(up)
     return out
 
 
