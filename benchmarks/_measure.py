@@ -4,6 +4,11 @@ Each measurement is a fresh process (start-up included, as a user runs it). Base
 candidate alternate within each repeat, so a busy machine slows both alike; the ratio of the
 medians is what the benchmarks print. Peak memory is the process's own VmHWM (read from
 /proc/self/status at exit), not ru_maxrss, which Linux seeds with the forking parent's size.
+VmHWM counts the pages of shared libraries the process touched (polars' is 170 MB), and how
+many of those are resident depends on the page cache: 50-90 MB of an analyze, ~30 MB more
+right after an install than after a quiet hour. Each run therefore also reports its RssFile
+at exit, and `private` is VmHWM minus it: the memory the process itself holds at its peak
+(file pages only grow while a command runs, so this is a lower bound within a few MB).
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ import atexit, sys
 _REPORT = sys.argv.pop(1)
 def _hwm():
     with open("/proc/self/status") as fh:
-        kb = next(int(ln.split()[1]) for ln in fh if ln.startswith("VmHWM:"))
+        kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in fh
+              if ln.startswith(("VmHWM:", "RssFile:"))}
     with open(_REPORT, "w") as out:
-        out.write(str(kb))
+        out.write(f"{kb['VmHWM']} {kb.get('RssFile', 0)}")
 atexit.register(_hwm)
 """
 
@@ -35,6 +41,7 @@ class Runs:
     label: str
     seconds: list[float] = field(default_factory=list)
     peak_mb: list[float] = field(default_factory=list)
+    file_mb: list[float] = field(default_factory=list)   # RssFile at exit (shared libraries)
 
     @property
     def median_s(self) -> float:
@@ -43,6 +50,13 @@ class Runs:
     @property
     def peak(self) -> float:
         return max(self.peak_mb) if self.peak_mb else float("nan")
+
+    @property
+    def private(self) -> float:
+        """The largest VmHWM less that run's file pages (see the module docstring)."""
+        if not self.peak_mb:
+            return float("nan")
+        return max(p - f for p, f in zip(self.peak_mb, self.file_mb))
 
 
 def python_cmd(code: str, *args: str) -> list[str]:
@@ -67,7 +81,9 @@ def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
         raise SystemExit(f"{runs.label}: exit {proc.returncode}: "
                          f"{proc.stderr.decode(errors='replace')[-2000:]}")
     try:
-        runs.peak_mb.append(int(Path(report).read_text()) / 1024)
+        peak, files = Path(report).read_text().split()
+        runs.peak_mb.append(int(peak) / 1024)
+        runs.file_mb.append(int(files) / 1024)
     except (OSError, ValueError):
         pass
     finally:
@@ -101,7 +117,7 @@ def interleave(pairs: list[tuple[list[str], Runs]], repeats: int) -> None:
 def line(runs: Runs) -> str:
     spread = f"{min(runs.seconds):.2f}-{max(runs.seconds):.2f}"
     return (f"{runs.label:<34} median {runs.median_s:7.2f} s  (runs {spread} s, n={len(runs.seconds)})"
-            f"  peak {runs.peak:7.0f} MB")
+            f"  peak {runs.peak:7.0f} MB (private {runs.private:.0f})")
 
 
 def load_note() -> str:
