@@ -10,7 +10,8 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   db_reader.py    torch_npu DB export (sqlite, read-only)
   json_stream.py  a trace's event list one event at a time (bounded memory, gzip, BOM)
   trace_decode.py / trace_events.py / trace_values.py   a Chrome trace decoded, kept as columns
-  trace_reader.py / torch_trace.py   rows (and kernel_details' stacks) from Ascend / PyTorch traces
+  trace_reader.py / trace_launch.py / torch_trace.py   rows (and kernel_details' stacks) from
+                  Ascend traces, what launched each kernel, rows from PyTorch traces
   limits.py       input size bounds (policy.yaml `profiling:`), checked before parsing
   stacks.py       stacks for kernel_details rows from the trace_view beside them
   metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from cannbot_prefetch.profiling.trace_events import join_stack, load_trace, threads
-from cannbot_prefetch.profiling.trace_reader import HOST, _launch, host_threads
+from cannbot_prefetch.profiling.trace_launch import HOST, _launch, host_threads
 
 
 def _every_span_agrees(trace) -> int:
