@@ -4,8 +4,8 @@ streamed by json_stream.py (the stdlib decoder); both give the same `Rec`s.
 msgspec decodes straight into slotted records holding only what trace_events.py reads (the
 event keys below and the args it keeps), skipping the rest in C: load_trace 1.03-1.14 s ->
 0.61-0.77 s on the 120-step generated Llama trace (75 MB; /tmp A/B in issue 12's note). An
-Ascend event list is read ~1 MB at a time, so memory holds one piece's records (peak as the
-stdlib path's). A torch trace (an object with `traceEvents`) is decoded whole. Values keep
+Ascend event list is read ~1 MB at a time and each piece decoded in place in one buffer, so
+memory holds one piece's records (peak as the stdlib path's). A torch trace (an object with `traceEvents`) is decoded whole. Values keep
 the stdlib reader's spelling (float literals as text, `float_hook=str`, like `parse_float=str`),
 so every ts digit reaches the ns conversion. What msgspec refuses (a BOM, NaN, invalid UTF-8,
 a non-object event or args, nesting deeper than it recurses) and what it never sees (gzip, a file over the size cap) goes to
@@ -61,16 +61,11 @@ _LIST = msgspec.json.Decoder(list[Rec], float_hook=str)
 _OBJECT = msgspec.json.Decoder(_Doc, float_hook=str)
 
 
-def records(path: Path, max_bytes: int) -> tuple[str, Iterator[Rec | None]]:
-    """(top, records): top is "list" (Ascend) or "object" (torch); a record is None where
-    the list holds something that is not an event object (it keeps its index)."""
-    top, pieces = record_pieces(path, max_bytes)
-    return top, itertools.chain.from_iterable(pieces)
-
-
 def record_pieces(path: Path, max_bytes: int) -> tuple[str, Iterator[list[Rec | None]]]:
-    """`records` in consecutive lists (a decoded piece each), so a reader can work on a
-    piece's records column by column instead of one record at a time."""
+    """(top, pieces): top is "list" (Ascend) or "object" (torch); the records come in
+    consecutive lists (a decoded piece each), so a reader works on a piece's records a field
+    at a time. A record is None where the list holds something that is not an event object
+    (it keeps its index)."""
     head = _head(path, max_bytes)
     if head == b"[":
         return "list", _list_pieces(path, max_bytes)
