@@ -269,7 +269,8 @@ def main() -> None:
     _collector_off(sys.argv[1:])
     from .codecache import install
 
-    install()
+    words = [a for a in sys.argv[1:3] if not a.startswith("-")]
+    install(command=words[-1] if words else "cli")
     try:
         app()
     except SystemExit as exc:

@@ -8,10 +8,10 @@ depends only on the source text and the interpreter, so it is kept between runs:
 looks `exec` up in its own module globals, where `install` puts a function that compiles each
 text once and reuses the code object after. Python's own bytecode cache works the same way.
 
-The cache is one marshal file per interpreter (`cache_tag`, optimization level) in the user's
-cache folder, written atomically at exit when something new was compiled. It is only trusted
-when it belongs to the user and nobody else can write it; anything unreadable, foreign or
-malformed is ignored and the classes are compiled as usual. Only the console script installs
+The cache is one marshal file per interpreter (`cache_tag`, optimization level) and command in
+the user's cache folder, written atomically at exit when something new was compiled. It is only
+trusted when it belongs to the user and nobody else can write it; anything unreadable, foreign
+or malformed is ignored and the classes are compiled as usual. Only the console script installs
 it: the library leaves the interpreter as it finds it.
 """
 
@@ -27,9 +27,12 @@ from types import CodeType
 _MAX_ENTRIES = 20_000      # a run of this tool makes ~1,500; more means something else grew it
 
 
-def cache_file() -> Path:
+def cache_file(command: str = "cli") -> Path:
+    """One file per interpreter and command: a command loads only the code it uses (an
+    analyze ~1,500 texts, every command together ~3,400)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    tag = f"{sys.implementation.cache_tag}-O{sys.flags.optimize}"
+    word = "".join(c for c in command.lower() if c.isalnum() or c == "-")[:32] or "cli"
+    tag = f"{sys.implementation.cache_tag}-O{sys.flags.optimize}-{word}"
     return Path(base) / "cannbot-prefetch" / f"dataclass-code-{tag}.marshal"
 
 
@@ -93,9 +96,10 @@ def _trusted(info: os.stat_result) -> bool:
     return not hasattr(os, "getuid") or info.st_uid == os.getuid()
 
 
-def install(path: Path | None = None) -> CodeCache | None:
-    """Route dataclasses' compiles through a CodeCache, saved at exit; None when this Python's
-    dataclasses does not compile through `exec` (then nothing changes)."""
+def install(path: Path | None = None, command: str = "cli") -> CodeCache | None:
+    """Route dataclasses' compiles through a CodeCache (`path`, else the command's file),
+    saved at exit; None when this Python's dataclasses does not compile through `exec` (then
+    nothing changes)."""
     import atexit
     import dataclasses
 
@@ -104,7 +108,7 @@ def install(path: Path | None = None) -> CodeCache | None:
     current = getattr(dataclasses.__dict__.get("exec"), "__self__", None)
     if isinstance(current, CodeCache):
         return current                  # installed already (main() called twice)
-    cache = CodeCache(path or cache_file())
+    cache = CodeCache(path or cache_file(command))
     dataclasses.exec = cache.exec
     atexit.register(cache.save)
     return cache

@@ -5,11 +5,12 @@ msgspec decodes straight into slotted records holding only what trace_events.py 
 event keys below and the args it keeps), skipping the rest in C: load_trace 1.03-1.14 s ->
 0.61-0.77 s on the 120-step generated Llama trace (75 MB; /tmp A/B in issue 12's note). An
 Ascend event list is read ~1 MB at a time and each piece decoded in place in one buffer, so
-memory holds one piece's records (peak as the stdlib path's). A torch trace (an object with `traceEvents`) is decoded whole. Values keep
-the stdlib reader's spelling (float literals as text, `float_hook=str`, like `parse_float=str`),
-so every ts digit reaches the ns conversion. What msgspec refuses (a BOM, NaN, invalid UTF-8,
-a non-object event or args, nesting deeper than it recurses) and what it never sees (gzip, a file over the size cap) goes to
-the streaming reader, from the event it stopped at; its messages say what is wrong."""
+memory holds one piece's records (peak as the stdlib path's). A torch trace (an object with
+`traceEvents`) is decoded whole. Values keep the stdlib reader's spelling (float literals as
+text, `float_hook=str`, like `parse_float=str`), so every ts digit reaches the ns conversion.
+What msgspec refuses (a BOM, NaN, invalid UTF-8, a non-object event or args, nesting deeper
+than it recurses) and what it never sees (gzip, a file over the size cap) goes to the streaming
+reader, from the event it stopped at; its messages say what is wrong."""
 
 from __future__ import annotations
 
