@@ -7,9 +7,9 @@ flow starts, and process/thread names. The kept events are held as COLUMNS (`Col
 list per field, row r the r-th kept event), filled a decoded piece at a time a field at a
 time and timestamps converted a column at a time (trace_values.py): no Python object and no
 function call per event (with the rest of issue 12's trace work, a third fewer instructions
-for the call stacks of a 30-step trace, callgrind). Repeated
-strings (names, call stacks, ids) are stored once. The PyTorch reader, which walks events one
-by one, asks `Trace.events` for them as `Event`s (built on first use). Timestamps are decimal
+for the call stacks of a 30-step trace, callgrind). Repeated strings (names, call stacks,
+ids) are stored once. The PyTorch reader, which walks events one by one, asks `Trace.events`
+for them as `Event`s (built on first use). Timestamps are decimal
 µs (strings in Ascend exports, numbers in torch's), parsed from their text so every digit
 reaches the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so
 each reader counts it as damage instead of losing it silently.
@@ -213,7 +213,7 @@ def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern)
     for col, get in ((x.pid, _PID), (x.tid, _TID)):
         ids = list(map(get, recs))
         if not _IDS.issuperset(map(type, ids)):
-            ids = [v if type(v) in _IDS else None for v in ids]
+            ids = list(map(ident, ids))
         col += map(intern, ids, ids)
     ts += map(_TS, recs)
     durs += map(_DUR, recs)

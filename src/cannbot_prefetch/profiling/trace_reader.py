@@ -9,6 +9,7 @@ spans there say (trace_launch.py: launch op, `Call stack`, `ProfilerStep#N`) is 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -72,20 +73,22 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
                 names.append(name)
                 codes.append(code)
                 ops.append(op)
-    types: dict = {}
     df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
                        "name": pl.Series(names, dtype=pl.Utf8),
-                       "type": pl.Series([types[n] if n in types else types.setdefault(
-                           n, _type_from_name(n)) for n in names], dtype=pl.Utf8),
+                       "type": pl.Series(list(map(_type_from_name, names)), dtype=pl.Utf8),
                        "stack": _gathered(stacks, codes),
                        "launch_op": pl.Series(ops, dtype=pl.Utf8)})
     return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
             .unique("start_ns", keep="first", maintain_order=True))
 
 
+def _hardware(trace: Trace) -> set:
+    return {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+
+
 def _kernels(trace: Trace, path: Path) -> list[int]:
     """The rows of the "Ascend Hardware" process's events; InputError when there are none."""
-    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+    hardware = _hardware(trace)
     kernels = [r for r, pid in enumerate(trace.x.pid) if pid in hardware]
     if not kernels:
         raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
@@ -124,12 +127,11 @@ def _gathered(stacks: dict[str, int], codes: list) -> pl.Series:
 
 def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     x = trace.x
-    hardware = {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+    hardware = _hardware(trace)
     kernels = _kernels(trace, path)
     launch, stacks = _launcher(trace)
     rows: list[tuple] = []
     bad, samples = 0, []
-    types: dict[str, str | None] = {}
     names, starts, durs, index, args = x.name, x.start, x.dur_us, x.index, x.args
     for r in kernels:
         name = names[r]
@@ -143,9 +145,7 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
         stream = id_arg(a, "Physic Stream Id")
         if stream is None:
             stream = id_arg(a, "Stream Id")
-        kind = types.get(name, types)
-        if kind is types:
-            kind = types[name] = _type_from_name(name)
+        kind = _type_from_name(name)
         task = text_arg(a, "Task Type")
         rows.append((index[r], name, kind, task if task else None, starts[r], durs[r],
                      None if stream is None else str(stream), to_int64(id_arg(a, "Task Id")),
@@ -194,6 +194,7 @@ def _communication_rows(trace: Trace) -> list[tuple]:
     return rows
 
 
+@functools.lru_cache(maxsize=8192)    # asked per kernel; a trace has a few hundred names
 def _type_from_name(name: str) -> str | None:
     """aclnn kernels are `<api>_<tiling>_<OpType>`: the last part is the op type."""
     parts = name.split("_")

@@ -41,7 +41,8 @@ class WindowRules:
                  explain: bool = True) -> tuple[str, str]:
         """(class, why) of one predecessor. `pipes`: its PipeUtilization ratios; `memory_bound`:
         its MatMul signature's roofline verdict; `hbm_bps`: the part's HBM bytes/s. Without
-        `explain` the class alone, why "" (the same decision, not worded)."""
+        `explain` the counters' branch (the one a timeline with counters takes for nearly
+        every op) leaves why "": the caller reads the class only."""
         kind = self.kind_of(op_type, name, core)
         if kind == COMM:
             return COMM, f"{core} row" if core and core.upper() in self.comm_cores \
@@ -53,9 +54,6 @@ class WindowRules:
                 return HEAVY, f"memory-bound by its counters ({why})" if explain else ""
             if v is not None:
                 return LIGHT, f"{v} by its counters ({why})" if explain else ""
-        if not explain:
-            return self.classify(op_type, name, core, nbytes, dur_us, is_matmul, memory_bound,
-                                 None, hbm_bps)[0], ""
         matmul = is_matmul or (is_matmul is None and kind == "matmul")
         moved = f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
         if matmul and memory_bound is not None:
