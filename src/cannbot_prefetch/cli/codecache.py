@@ -65,7 +65,7 @@ class CodeCache:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as fh:
-                marshal.dump(self.codes, fh)
+                fh.write(marshal.dumps(self.codes))
             os.replace(tmp, self.path)
         except (OSError, ValueError):
             try:
@@ -80,7 +80,9 @@ def _load(path: Path) -> dict[str, CodeType]:
             info = os.fstat(fh.fileno())
             if not _trusted(info):
                 return {}
-            data = marshal.load(fh)
+            # read whole, then decoded: marshal.load on the file object reads it in small
+            # pieces, 0.04 s against 0.007 s for the analyze cache's 1.4 MB (issue 12)
+            data = marshal.loads(fh.read())
     except (OSError, EOFError, ValueError, TypeError):
         return {}
     if not isinstance(data, dict) or not all(

@@ -77,15 +77,30 @@ def _suffix_len(a: str, b: str) -> int:
 
 
 def match_file(frame_file: str, ms: ModelSource, src_map=()) -> str | None:
-    path = _mapped(frame_file, src_map)
+    """The model source file a frame's file is, None when it is none of them. Kept per
+    ModelSource: a stack repeats the same few files in every frame of every target, and each
+    resolve walks the path (~10 lstat calls: 0.04 s of a 3-step analyze, issue 12)."""
+    key = (frame_file, tuple(src_map))
+    if key not in ms.frame_files:
+        ms.frame_files[key] = _match_file(frame_file, ms, src_map)
+    return ms.frame_files[key]
+
+
+def _real(path: str) -> str:
     try:
-        real = str(Path(path).resolve())
+        return str(Path(path).resolve())
     except OSError:
-        real = path
+        return path
+
+
+def _match_file(frame_file: str, ms: ModelSource, src_map) -> str | None:
+    path = _mapped(frame_file, src_map)
+    real = _real(path)
     best, best_n = None, 0
-    for f in ms.files:
-        if str(Path(f).resolve()) == real:
-            return f
+    if ms.real_files is None:       # the loaded files' real paths, each resolved once
+        ms.real_files = {_real(f): f for f in reversed(ms.files)}
+    if real in ms.real_files:
+        return ms.real_files[real]
     if is_framework_frame(path):
         return None           # torch's own frames (linear.py, module.py) are never the model
     for f in ms.files:

@@ -44,3 +44,20 @@ def test_src_map_rewrites_prefixes(llama_ms, tmp_path):
     assert parse_stack("a.py(3): f;\r\nb.py(4): g")[1].line == 4
     with pytest.raises(InputError, match="OLD=NEW"):
         parse_src_map(["nonsense"])
+
+
+def test_frame_files_are_matched_per_prefix_map(llama_ms, tmp_path):
+    """match_file keeps its answers per ModelSource: an answer found under one --src-map is
+    never reused under another, and a frame reached through a symlink is the file itself."""
+    from cannbot_prefetch.mapping.stack import match_file
+
+    real = next(iter(llama_ms.files))
+    link = tmp_path / "elsewhere.py"
+    link.symlink_to(real)
+    remote = "/remote/build/zzz_not_a_model_file.py"
+    to_real = parse_src_map([f"{remote}={real}"])
+    for _ in range(2):                       # the second round answers from the cache
+        assert match_file(remote, llama_ms) is None
+        assert match_file(remote, llama_ms, to_real) == real
+        assert match_file(str(link), llama_ms) == real
+    assert len(llama_ms.frame_files) == 3
