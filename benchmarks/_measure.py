@@ -64,10 +64,21 @@ def python_cmd(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", _HWM + code, "__HWM__", *args]
 
 
+_ENTRY = """\
+try:
+    from cannbot_prefetch.console import main
+except ModuleNotFoundError as exc:      # a commit from before console/ (bench_ab.py --base)
+    if exc.name != "cannbot_prefetch.console":
+        raise
+    from cannbot_prefetch.cli import main
+sys.argv[0] = "cannbot"
+main()
+"""
+
+
 def cli_cmd(*args: str) -> list[str]:
     """The `cannbot` console script, run as the installed entry point runs it."""
-    return python_cmd("from cannbot_prefetch.cli import main\nsys.argv[0] = 'cannbot'\nmain()",
-                      *args)
+    return python_cmd(_ENTRY, *args)
 
 
 def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The console script's cache of dataclass-generated code (cli/codecache.py): classes built through
+"""The console script's cache of dataclass-generated code (console/codecache.py): classes built through
 it behave exactly as classes built without it, on the first run (compiling) and the next
 (from the file); a file that is foreign, writable by others or malformed is ignored; a cache
 that cannot be written never fails the command. The classes below are GENERATED test shapes."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cannbot_prefetch.cli import codecache
+from cannbot_prefetch.console import codecache
 
 SHAPES = textwrap.dedent("""
     import dataclasses

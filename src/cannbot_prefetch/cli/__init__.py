@@ -265,12 +265,12 @@ _register()
 
 
 def main() -> None:
-    """The console script: run, then leave without the interpreter's teardown."""
+    """Run the CLI, then leave without the interpreter's teardown (the console script comes
+    here through console.main, which keeps compiled code between runs first)."""
     _collector_off(sys.argv[1:])
-    from .codecache import install
+    from ..console import codecache
 
-    words = [a for a in sys.argv[1:3] if not a.startswith("-")]
-    install(command=words[-1] if words else "cli")
+    codecache.install(command=codecache.command_of(sys.argv[1:]))
     try:
         app()
     except SystemExit as exc:

@@ -1,0 +1,52 @@
+"""The console script's cache files: where they live, when one is trusted, how one is written.
+
+One folder in the user's cache (`$XDG_CACHE_HOME/cannbot-prefetch`, else `~/.cache/...`). A
+file there holds compiled code that is executed, so it is only read when it is a regular file
+of this user that no one else may write (as ssh judges its keys), and written atomically
+(a private temporary file renamed over it), so a reader never sees half a file. Neither
+reading nor writing ever fails a command: a cache that cannot be used is not used.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+def folder() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cannbot-prefetch"
+
+
+def read_trusted(path: Path) -> bytes | None:
+    """The file's bytes, None when it is missing, unreadable or not trusted."""
+    try:
+        with open(path, "rb") as fh:
+            if not _trusted(os.fstat(fh.fileno())):
+                return None
+            return fh.read()      # whole: marshal.load on the file object reads in small pieces
+    except OSError:
+        return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a private temporary file; nothing on failure."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def _trusted(info: os.stat_result) -> bool:
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    return not hasattr(os, "getuid") or info.st_uid == os.getuid()
