@@ -240,8 +240,11 @@ def _flows(recs: list, intern) -> dict:
     if not (set(map(type, ids)) <= {int} and ids and -(2 ** 63) <= min(ids)
             and max(ids) < 2 ** 63):
         ids = [to_int64(v) for v in ids]
-    threads = [intern(t, t) for t in zip(map(ident, map(_PID, recs)),
-                                         map(ident, map(_TID, recs)))]
+    pids, tids = list(map(_PID, recs)), list(map(_TID, recs))
+    if not _IDS.issuperset(map(type, pids)) or not _IDS.issuperset(map(type, tids)):
+        pids, tids = list(map(ident, pids)), list(map(ident, tids))
+    threads = list(zip(pids, tids))
+    threads = list(map(intern, threads, threads))
     if None in ts or None in ids:           # no usable ts or id: that flow is not kept
         return {f: (t, s) for f, t, s in zip(ids, threads, ts) if f is not None and s is not None}
     return dict(zip(ids, zip(threads, ts)))
