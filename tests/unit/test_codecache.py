@@ -148,3 +148,15 @@ def test_console_script_runs_from_the_cache(tmp_path):
     cache = codecache.CodeCache(files[0])
     assert len(cache.codes) > 500       # libcst's node classes among them
     assert files[0].stat().st_mtime_ns == first   # the second run had nothing to add
+
+
+def test_each_command_has_its_own_file(tmp_path, monkeypatch):
+    """The file a console run loads is named for its command (prefetch analyze -> analyze),
+    so one command never loads another's code; options never name a command."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    names = {argv[0] if argv else "": codecache.cache_file(codecache.command_of(argv[1:])).name
+             for argv in (["a", "prefetch", "analyze", "p", "--json"], ["b", "prefetch", "apply"],
+                          ["c", "--help"], ["d", "prefetch", "--version"], [])}
+    assert [n.rsplit("-", 1)[-1] for n in names.values()] == \
+           ["analyze.marshal", "apply.marshal", "cli.marshal", "prefetch.marshal", "cli.marshal"]
+    assert codecache.cache_file().parent == tmp_path / "cannbot-prefetch"
