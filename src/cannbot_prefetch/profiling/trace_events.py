@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from .trace_decode import ID_ARGS, TEXT_ARGS, arg_name, record_pieces
-from .trace_values import dur_column, ident, id_arg, ns_column, text_arg, usable_columns
+from .trace_values import (dur_column, id_arg, ident, ident_column, ns_column, text_arg,
+                           usable_columns)
 from .values import to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
@@ -188,13 +189,14 @@ def _convert(x: Columns, ts: list, durs: list, flow_recs: list, flows: dict, int
 
 _CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("cat", "name", "pid", "tid"))
 _TS, _DUR, _ARGS, _ID = (attrgetter(k) for k in ("ts", "dur", "args", "id"))
-_CLEAN_CAT, _IDS = {str, type(None)}, {int, str}
+_CLEAN_CAT = {str, type(None)}
 
 
 def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern) -> None:
     """Append one piece's 'X' records to the columns, a field at a time (map and attrgetter
     run in C); only a field holding a value of an unusual type is cleaned value by value: a
-    category or name that is no text (or empty) is None, a pid/tid that is no int or text."""
+    category or name that is no text (or empty) is None, a pid/tid that is no int or text
+    (trace_values.ident_column)."""
     cats = list(map(_CAT, recs))
     if not _CLEAN_CAT.issuperset(map(type, cats)):
         cats = [c if type(c) is str else None for c in cats]
@@ -211,9 +213,7 @@ def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern)
     x.cat += cats
     x.name += names
     for col, get in ((x.pid, _PID), (x.tid, _TID)):
-        ids = list(map(get, recs))
-        if not _IDS.issuperset(map(type, ids)):
-            ids = list(map(ident, ids))
+        ids = ident_column(list(map(get, recs)))
         col += map(intern, ids, ids)
     ts += map(_TS, recs)
     durs += map(_DUR, recs)
@@ -240,10 +240,7 @@ def _flows(recs: list, intern) -> dict:
     if not (set(map(type, ids)) <= {int} and ids and -(2 ** 63) <= min(ids)
             and max(ids) < 2 ** 63):
         ids = [to_int64(v) for v in ids]
-    pids, tids = list(map(_PID, recs)), list(map(_TID, recs))
-    if not _IDS.issuperset(map(type, pids)) or not _IDS.issuperset(map(type, tids)):
-        pids, tids = list(map(ident, pids)), list(map(ident, tids))
-    threads = list(zip(pids, tids))
+    threads = list(zip(ident_column(list(map(_PID, recs))), ident_column(list(map(_TID, recs)))))
     threads = list(map(intern, threads, threads))
     if None in ts or None in ids:           # no usable ts or id: that flow is not kept
         return {f: (t, s) for f, t, s in zip(ids, threads, ts) if f is not None and s is not None}

@@ -143,6 +143,14 @@ def listed_text(key: str, value: Any) -> str | None:
     return None
 
 
+_ID_TYPES = frozenset({int, str})
+
+
 def ident(value: Any):
     """pid/tid as written (int or text); anything else (lists, floats, bools) is no id."""
-    return value if type(value) in (int, str) else None
+    return value if type(value) in _ID_TYPES else None
+
+
+def ident_column(values: list) -> list:
+    """[ident(v) for v in values]: the list itself when every value is an id already."""
+    return values if _ID_TYPES.issuperset(map(type, values)) else list(map(ident, values))

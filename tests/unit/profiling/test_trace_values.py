@@ -10,8 +10,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cannbot_prefetch.profiling.trace_values import (dur_column, dur_of, ns_column, ns_of, usable,
-                                                     usable_columns)
+from cannbot_prefetch.profiling.trace_values import (dur_column, dur_of, ident, ident_column,
+                                                     ns_column, ns_of, usable, usable_columns)
 
 EDGE_TS = ["1736408883716197.363", "1736408883716197.3", "1736408883716197", "0.000", "1.000",
            "9999999999999999.999", "1000000000000000000.000", "12345678901234567.000",
@@ -39,7 +39,8 @@ def _check(column, scalar, values) -> None:
 def test_edge_spellings():
     _check(ns_column, ns_of, EDGE_TS)
     _check(dur_column, dur_of, EDGE_DUR)
-    assert ns_column([]) == [] and dur_column([]) == []
+    _check(ident_column, ident, [*EDGE_TS, *EDGE_DUR])
+    assert ns_column([]) == [] and dur_column([]) == [] and ident_column([]) == []
 
 
 _digits = st.text("0123456789", min_size=0, max_size=22)
@@ -54,6 +55,7 @@ _any_json = st.one_of(st.none(), st.booleans(), st.integers(), _ts_text,
 def test_columns_equal_scalars(values):
     _check(ns_column, ns_of, values)
     _check(dur_column, dur_of, values)
+    _check(ident_column, ident, values)
 
 
 @settings(max_examples=200, deadline=None)
