@@ -30,7 +30,7 @@ import pytest
 
 import fuzz_harness as H
 from cannbot_prefetch.plan import Plan, Switch, load_plan, save_plan, sha256_file
-from cannbot_prefetch.plan.store import TMP_MARK
+from cannbot_prefetch.atomic import TMP_MARK
 from cannbot_prefetch.rewrite import write
 
 pytestmark = [pytest.mark.slow,

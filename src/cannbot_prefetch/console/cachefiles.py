@@ -3,8 +3,8 @@
 One folder in the user's cache (`$XDG_CACHE_HOME/cannbot-prefetch`, else `~/.cache/...`). A
 file there holds compiled code that is executed, so it is only read when it is a regular file
 of this user that no one else may write (as ssh judges its keys), and written atomically
-(a private temporary file renamed over it), so a reader never sees half a file. Neither
-reading nor writing ever fails a command: a cache that cannot be used is not used.
+(atomic.py: a temporary file beside it renamed over it), so a reader never sees half a file.
+Neither reading nor writing ever fails a command: a cache that cannot be used is not used.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+
+from .. import atomic     # standard library only: safe to import before the bytecode hook
 
 
 def folder() -> Path:
@@ -31,19 +33,13 @@ def read_trusted(path: Path) -> bytes | None:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a private temporary file; nothing on failure."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    """The project's atomic write (atomic.py), private to the user (folder 0700, file 0600);
+    nothing on failure."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        atomic.write_atomic(path, data, mode=0o600)
     except (OSError, ValueError):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 def _trusted(info: os.stat_result) -> bool:

@@ -9,6 +9,7 @@ upstream stages and must not be pulled in by them (`from cannbot_prefetch.plan.b
 
 from __future__ import annotations
 
+from ..atomic import write_atomic
 from .schema import (
     MAPPINGS,
     MODES,
@@ -29,7 +30,7 @@ from .schema import (
     plan_to_dict,
     sha256_file,
 )
-from .store import dump_plan, load_plan, resolve_source, save_plan, write_atomic
+from .store import dump_plan, load_plan, resolve_source, save_plan
 from .validate import plan_from_dict
 
 __all__ = ["MAPPINGS", "MODES", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",

@@ -1,15 +1,15 @@
-"""Plan files: load (bounded, validated), dump, and the atomic writes every output uses (a
-temp file beside the target, renamed over it; modes kept; leftovers of a killed run found)."""
+"""Plan files: load (bounded, validated), dump, save (through the atomic write every output
+uses, atomic.py)."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ..atomic import write_atomic
 from ..errors import PlanError
 from .schema import Plan, plan_to_dict
 from .validate import plan_from_dict
@@ -58,52 +58,6 @@ def dump_plan(plan: Plan) -> str:
     data = plan_to_dict(plan)
     plan_from_dict(data, "plan")     # never write a plan that apply would refuse to load
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
-
-
-TMP_MARK = ".cbp-tmp-"
-
-
-def temp_prefix(path: Path) -> str:
-    """Temp files of `path` are `.<name>.cbp-tmp-XXXX`: a later run can tell them (and only
-    them) apart as leftovers of a killed write (`stale_temps`)."""
-    return f".{path.name}{TMP_MARK}"
-
-
-def stale_temps(path: Path) -> list[Path]:
-    folder = path.parent
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob(temp_prefix(path) + "*"))
-
-
-def new_file_mode() -> int:
-    """The mode `open()` would give a new file (0666 less the umask)."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def write_atomic(path: str | os.PathLike, data: str | bytes, mode: int | None = None) -> None:
-    """Write via a temp file in the same folder + rename, so readers never see half a file.
-
-    The file keeps its mode (a new one gets the umask's), set on the temp file before the
-    rename: there is no moment where the file exists with mkstemp's 0600."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    if mode is None:
-        try:
-            mode = p.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = new_file_mode()
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(p), dir=p.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_plan(plan: Plan, path: str | os.PathLike) -> None:

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import libcst as cst
 
+from ..atomic import stale_temps
 from ..errors import Conflict, InputError, SourceError
 from ..plan import grammar, load_plan
-from ..plan.store import stale_temps
 from .changes import Changes, FileResult
 from .config_switch import add_yaml_key
 from .engine import SiteErrors, UnsafeOutput, rewrite_source

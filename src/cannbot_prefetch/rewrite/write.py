@@ -11,9 +11,9 @@ import os
 import time
 from pathlib import Path
 
+from ..atomic import TMP_MARK, new_file_mode, stale_temps
 from ..errors import Conflict, SourceError
 from ..plan import save_plan, write_atomic
-from ..plan.store import TMP_MARK, new_file_mode, stale_temps
 from .changes import Changes, FileResult
 
 STATE_DIR = Path(".cannbot-prefetch")

@@ -1,0 +1,57 @@
+"""The atomic write every output uses, and its leftovers: a temp file beside the target, renamed
+over it, so a reader never sees half a file; modes kept; temp files of a killed run found by
+their name. Standard library only: the console script's caches (console/cachefiles.py) use it
+before anything else of the package is imported."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+TMP_MARK = ".cbp-tmp-"
+
+
+def temp_prefix(path: Path) -> str:
+    """Temp files of `path` are `.<name>.cbp-tmp-XXXX`: a later run can tell them (and only
+    them) apart as leftovers of a killed write (`stale_temps`)."""
+    return f".{path.name}{TMP_MARK}"
+
+
+def stale_temps(path: Path) -> list[Path]:
+    folder = path.parent
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob(temp_prefix(path) + "*"))
+
+
+def new_file_mode() -> int:
+    """The mode `open()` would give a new file (0666 less the umask)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes, mode: int | None = None) -> None:
+    """Write via a temp file in the same folder + rename, so readers never see half a file.
+
+    The file keeps its mode (a new one gets the umask's), set on the temp file before the
+    rename: there is no moment where the file exists with mkstemp's 0600."""
+    import tempfile     # here: the console script imports this module at start-up
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = p.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = new_file_mode()
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(p), dir=p.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
