@@ -95,8 +95,9 @@ def test_the_console_script_caches_its_own_modules(tmp_path):
     private cache folder: its modules come from the cache the second time, and answer alike."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     run = "import sys; sys.argv[0] = 'cannbot'; from cannbot_prefetch.console import main; main()"
-    outs = [subprocess.run([sys.executable, "-c", run, "prefetch", "hardware", "list", "--json"], env=env,
-                           capture_output=True, text=True, timeout=120) for _ in range(2)]
+    argv = [sys.executable, "-c", run, "prefetch", "hardware", "list", "--json"]
+    outs = [subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]
     assert [o.returncode for o in outs] == [0, 0], outs[0].stderr
     assert outs[0].stdout == outs[1].stdout and outs[0].stdout.strip()
     folder = next((tmp_path / "xdg" / "cannbot-prefetch").glob("pyc-*"))

@@ -1,7 +1,8 @@
-"""The console script's cache of dataclass-generated code (console/codecache.py): classes built through
-it behave exactly as classes built without it, on the first run (compiling) and the next
-(from the file); a file that is foreign, writable by others or malformed is ignored; a cache
-that cannot be written never fails the command. The classes below are GENERATED test shapes."""
+"""The console script's cache of dataclass-generated code (console/codecache.py): classes
+built through it behave exactly as classes built without it, on the first run (compiling) and
+the next (from the file); a file that is foreign, writable by others or malformed is ignored;
+a cache that cannot be written never fails the command. The classes below are GENERATED test
+shapes."""
 
 from __future__ import annotations
 
