@@ -9,11 +9,14 @@ tested equal to it on every span (tests/unit/profiling/test_launch_walk.py).
 from __future__ import annotations
 
 import bisect
+from itertools import compress, repeat
+from operator import add, mul, neg
 
 from .trace_events import STEP_MARKER, Columns, join_stack
 from .trace_values import text_arg
 
 HOST = ("cpu_op", "python_function")
+_HOST = frozenset(HOST)
 
 
 class HostThread:
@@ -26,9 +29,10 @@ class HostThread:
 
     def __init__(self, keyed: list[tuple[int, int, int]], x: Columns, markers: dict):
         keyed.sort()                                   # (start, -end, row)
-        self.rows = [r for _, _, r in keyed]
-        self.starts = [s for s, _, _ in keyed]
-        self.ends = ends = [-e for _, e, _ in keyed]
+        starts, ends, rows = zip(*keyed) if keyed else ((), (), ())
+        self.rows = list(rows)
+        self.starts = list(starts)
+        self.ends = ends = list(map(neg, ends))
         parent = [-1] * len(keyed)
         stack: list[int] = []
         for k, end in enumerate(ends):
@@ -110,12 +114,16 @@ def _answers(t: HostThread, x: Columns, markers: dict) -> list[tuple]:
 
 def host_threads(x: Columns) -> dict:
     """(pid, tid) -> HostThread of its usable cpu_op / python_function events."""
-    rows = [r for r, (cat, why) in enumerate(zip(x.cat, x.bad))
-            if why is None and (cat == "cpu_op" or cat == "python_function")]
-    start, dur = x.start, x.dur_us
-    keyed = [(s, -(s + round(dur[r] * 1000)), r)
-             for r, s in zip(rows, map(start.__getitem__, rows))]
-    pids, tids = [x.pid[r] for r in rows], [x.tid[r] for r in rows]
+    if x.bad.count(None) == len(x.bad):          # the common trace: every event usable
+        rows = list(compress(range(len(x.cat)), map(_HOST.__contains__, x.cat)))
+    else:
+        rows = [r for r, (cat, why) in enumerate(zip(x.cat, x.bad))
+                if why is None and cat in _HOST]
+    # a span's end is start + round(dur_us * 1000), as Event.end; a column at a time
+    starts = list(map(x.start.__getitem__, rows))
+    ends = map(add, starts, map(round, map(mul, map(x.dur_us.__getitem__, rows), repeat(1000))))
+    keyed = list(zip(starts, map(neg, ends), rows))
+    pids, tids = list(map(x.pid.__getitem__, rows)), list(map(x.tid.__getitem__, rows))
     by: dict = {}
     if rows and len(set(pids)) == 1 and len(set(tids)) == 1:
         by[(pids[0], tids[0])] = keyed          # the common trace: one host thread

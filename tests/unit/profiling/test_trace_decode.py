@@ -191,3 +191,22 @@ def test_streaming_takes_over_mid_file(tmp_path, monkeypatch):
     assert not took and len(pieces) > 3      # several pieces decoded before the takeover
     _same(fast, slow)
     assert fast.events[-1].name == "last" and fast.events[-1].bad == "no valid dur"
+
+
+def test_records_are_left_to_reference_counting():
+    """Records hold decoded JSON values only, so the cyclic collector need not track the 10^5
+    of them a trace holds (trace_decode: `gc=False`); both decoders and the streamed form
+    give untracked records, their args too."""
+    import gc
+
+    # a list in a record and in its args: a value the collector would otherwise track
+    raw = _dumps([{"ph": "X", "name": "k", "pid": 1, "tid": 2, "ts": "1.000", "dur": 2.5,
+                   "cat": ["not", "text"],
+                   "args": {"Call stack": "a.py(1): f", "Input Dims": [[1, 2]]}}])
+    listed = trace_decode._LIST.decode(raw.encode())
+    whole = trace_decode._OBJECT.decode(('{"traceEvents": ' + raw + "}").encode()).traceEvents
+    streamed = [trace_decode.from_dict(json.loads(raw)[0])]
+    for recs in (listed, whole, streamed):
+        (rec,) = recs
+        assert rec.cat == ["not", "text"] and rec.args.a1 == [[1, 2]]
+        assert not gc.is_tracked(rec) and not gc.is_tracked(rec.args)
