@@ -10,7 +10,8 @@ and repeated (medians):
              --model-config config.json --out TMP --json` (read, stacks, roofline, windows,
              mapping, sizing, plan and design written)
 and prints per step count: both medians, their ratio, analyze's peak memory (VmHWM) over the
-trace size, and analyze's time per step (constant when time is linear in steps).
+trace size, and analyze's time per step (constant when time is linear in steps); then, between
+step counts, what each added step costs both (start-up left out) and that marginal ratio.
 Targets (issue 12, at 120 steps): ratio <= 2, peak <= 3 x the trace size, time linear in steps.
 
     python benchmarks/bench_trace.py [--steps 3,30,120,480] [--repeats 3] [--keep DIR]
@@ -78,6 +79,12 @@ def main() -> None:
     for n, size, b, c, peak, private in rows:
         print(f"{n:>6} {size:>9.1f} {b:>12.2f} {c:>10.2f} {c / b:>6.2f} {peak / size:>10.2f} "
               f"{private / size:>13.2f} {1000 * c / n:>16.1f}")
+    # what each added step costs both, start-up left out: the part of the ratio that scales
+    for (n1, _, b1, c1, *_), (n2, _, b2, c2, *_) in zip(rows, rows[1:]):
+        if n2 > n1 and b2 > b1:
+            print(f"steps {n1} -> {n2}: analyze {1000 * (c2 - c1) / (n2 - n1):.1f} ms per added "
+                  f"step, json.load {1000 * (b2 - b1) / (n2 - n1):.1f}: marginal ratio "
+                  f"{(c2 - c1) / (b2 - b1):.2f}")
     print(f"targets: ratio <= 2 and peak <= 3 x trace at 120 steps (peak: VmHWM, with the "
           f"shared libraries' resident pages; private: without them, see _measure.py); linear: "
           f"the last column flat as steps grow (start-up weighs on the small counts); "
