@@ -273,7 +273,7 @@ def analyze(profile=None, *, model_src: str | None = None, progress: Progress | 
 
 def _write_all(files: dict[Path, Any]) -> list[str]:
     """Write outputs rendered in full beforehand, each atomically."""
-    from ..plan import write_atomic
+    from ..atomic import write_atomic
 
     for path, data in files.items():
         try:

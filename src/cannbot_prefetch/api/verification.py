@@ -39,7 +39,7 @@ class Verification:
 
     def save(self, path) -> str:
         """Write verify.json (what `report --verify-result` reads)."""
-        from ..plan import write_atomic
+        from ..atomic import write_atomic
 
         write_atomic(path, json.dumps(self.to_json(), indent=2) + "\n")
         return str(path)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..plan import dump_plan, write_atomic
+from ..atomic import write_atomic
+from ..plan import dump_plan
 from .abscript import ab_script
 from .build import ReportData
 from .chart import render_png

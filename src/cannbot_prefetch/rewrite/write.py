@@ -11,9 +11,9 @@ import os
 import time
 from pathlib import Path
 
-from ..atomic import TMP_MARK, new_file_mode, stale_temps
+from ..atomic import TMP_MARK, new_file_mode, stale_temps, write_atomic
 from ..errors import Conflict, SourceError
-from ..plan import save_plan, write_atomic
+from ..plan import save_plan
 from .changes import Changes, FileResult
 
 STATE_DIR = Path(".cannbot-prefetch")

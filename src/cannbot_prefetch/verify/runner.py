@@ -16,8 +16,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..atomic import write_atomic
 from ..errors import InputError
-from ..plan import Plan, load_plan, write_atomic
+from ..plan import Plan, load_plan
 from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
 from .checks import (Check, call_with, capture_inputs, check_calls, expected_weights, graph_order,
