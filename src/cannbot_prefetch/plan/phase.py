@@ -65,16 +65,25 @@ def query_lengths(table: Any, cfg: dict[str, Any], tp: int = 1) -> dict[Any, int
     att = df.filter(pl.col("type").str.to_lowercase().is_in(list(names | decode)))
     heads, hd = _heads(cfg, tp)
     out: dict[Any, int] = defaultdict(int)
+    read: dict[tuple, int | None] = {}      # the same few shapes repeat every layer and step
     for step, typ, shapes in att.select("step", "type", "input_shapes").iter_rows():
-        if typ.lower() in decode:
-            s = 1
-        else:
-            parsed = parse_shapes(shapes) or []
-            q = parsed[0] if parsed else None
-            s = seq_len(tuple(q), heads, hd) if q else None
+        key = (typ, shapes)
+        if key not in read:
+            read[key] = _query_len(typ, shapes, decode, heads, hd)
+        s = read[key]
         if s is not None:
             out[step] = max(out[step], s)
     return dict(out)
+
+
+def _query_len(typ: str, shapes: str | None, decode: frozenset, heads, hd) -> int | None:
+    """One attention op's query length: 1 for a decode-only kernel, else from its first
+    input's shape (seq_len)."""
+    if typ.lower() in decode:
+        return 1
+    parsed = parse_shapes(shapes) or []
+    q = parsed[0] if parsed else None
+    return seq_len(tuple(q), heads, hd) if q else None
 
 
 def signature_query_len(table: Any, sig: Any, per_step: dict[Any, int]) -> tuple[int | None, str]:

@@ -150,13 +150,26 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
     durs: list = []
     flow_recs: list = []
     for k, piece in enumerate(pieces, 1):
-        found = [(i, e) for i, e in enumerate(piece, base) if e is not None and e.ph == "X"]
+        index: list = []          # the piece's 'X' events and their places in the list
+        found: list = []
+        metadata: list = []
+        for i, e in enumerate(piece, base):      # one pass: most events are 'X' or flows
+            if e is None:
+                continue
+            ph = e.ph
+            if ph == "X":
+                index.append(i)
+                found.append(e)
+            elif ph == "s":
+                if e.cat == "async_npu":
+                    flow_recs.append(e)
+            elif ph == "M":
+                metadata.append(e)
         base += len(piece)
         if found:
             seen_x = True
-            _keep_x(x, ts, durs, *zip(*found), intern)
-        flow_recs += [e for e in piece if e is not None and e.ph == "s" and e.cat == "async_npu"]
-        for e in (e for e in piece if e is not None and e.ph == "M"):
+            _keep_x(x, ts, durs, index, found, intern)
+        for e in metadata:
             label = arg_name(e.args)
             if not isinstance(label, str):
                 continue
@@ -164,7 +177,7 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
                 procs[ident(e.pid)] = label
             elif e.name == "thread_name":
                 names[(ident(e.pid), ident(e.tid))] = label
-        del piece, found
+        del piece, found, index, metadata
         if k % _BATCH_PIECES == 0:
             _convert(x, ts, durs, flow_recs, flows, intern)
     _convert(x, ts, durs, flow_recs, flows, intern)
@@ -187,37 +200,37 @@ def _convert(x: Columns, ts: list, durs: list, flow_recs: list, flows: dict, int
     flow_recs.clear()
 
 
-_CAT, _NAME, _PID, _TID = (attrgetter(k) for k in ("cat", "name", "pid", "tid"))
-_TS, _DUR, _ARGS, _ID = (attrgetter(k) for k in ("ts", "dur", "args", "id"))
+_PID, _TID = attrgetter("pid"), attrgetter("tid")
+_TS, _ID = attrgetter("ts"), attrgetter("id")
+_FIELDS = attrgetter("cat", "name", "pid", "tid", "ts", "dur", "args")
 _CLEAN_CAT = {str, type(None)}
 
 
-def _keep_x(x: Columns, ts: list, durs: list, index: tuple, recs: tuple, intern) -> None:
-    """Append one piece's 'X' records to the columns, a field at a time (map and attrgetter
-    run in C); only a field holding a value of an unusual type is cleaned value by value: a
-    category or name that is no text (or empty) is None, a pid/tid that is no int or text
-    (trace_values.ident_column)."""
-    cats = list(map(_CAT, recs))
+def _keep_x(x: Columns, ts: list, durs: list, index: list, recs: list, intern) -> None:
+    """Append one piece's 'X' records to the columns, a field at a time (the fields read in
+    one C pass over the records, attrgetter and zip); only a field holding a value of an
+    unusual type is cleaned value by value: a category or name that is no text (or empty) is
+    None, a pid/tid that is no int or text (trace_values.ident_column)."""
+    cats, names, pids, tids, stamps, spans, args = zip(*map(_FIELDS, recs))
     if not _CLEAN_CAT.issuperset(map(type, cats)):
         cats = [c if type(c) is str else None for c in cats]
-    names = list(map(_NAME, recs))
     if set(map(type, names)) != {str} or "" in names:
         names = [n if type(n) is str and n else None for n in names]
     names = list(map(intern, names, names))
     if not UNUSED_CATS.isdisjoint(cats):      # queueing and runtime-API events: not kept
         keep = [k for k, (c, n) in enumerate(zip(cats, names))
                 if c not in UNUSED_CATS or (n and STEP_MARKER.match(n))]
-        index, recs = [index[k] for k in keep], [recs[k] for k in keep]
-        cats, names = [cats[k] for k in keep], [names[k] for k in keep]
+        index, cats, names, pids, tids, stamps, spans, args = (
+            [col[k] for k in keep]
+            for col in (index, cats, names, pids, tids, stamps, spans, args))
     x.index += index
     x.cat += cats
     x.name += names
-    for col, get in ((x.pid, _PID), (x.tid, _TID)):
-        ids = ident_column(list(map(get, recs)))
+    for col, ids in ((x.pid, pids), (x.tid, tids)):
+        ids = ident_column(ids)
         col += map(intern, ids, ids)
-    ts += map(_TS, recs)
-    durs += map(_DUR, recs)
-    args = list(map(_ARGS, recs))
+    ts += stamps
+    durs += spans
     # the text args (TEXT_ARGS: slots a0-a3 of trace_decode.Args, by its construction) repeat
     # every step (a call stack is ~1 KB): each kept once
     for a in args:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub, truediv
 from typing import Any, Sequence
 
 from .. import reasons
@@ -160,14 +162,25 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams", spans: "_Spans",
     shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
     overlaps = any(shared)
     js = [j for _, j, _ in agree]
+    near = min(js)      # up to this many ops back, every instance has the op
+    at_start = list(map(starts.__getitem__, at))
     out = []
     for i, op in enumerate(lead):
         back = i + 1
-        ok = [a for j, a in zip(js, at) if j >= back]
-        if 2 * len(ok) < len(agree):
-            break
-        before = [(starts[a] - starts[a - back]) / 1000 for a in ok]
-        gap = [(starts[a] - ends[a - back]) / 1000 for a in ok]
+        if back <= near:
+            ok, ok_start = at, at_start
+        else:
+            ok = [a for j, a in zip(js, at) if j >= back]
+            if 2 * len(ok) < len(agree):
+                break
+            ok_start = list(map(starts.__getitem__, ok))
+        # (starts[a] - starts[a - back]) / 1000 and the same less ends[a - back], for a in ok:
+        # a column at a time (map runs in C)
+        earlier = list(map(sub, ok, repeat(back)))
+        before = list(map(truediv, map(sub, ok_start, map(starts.__getitem__, earlier)),
+                          repeat(1000)))
+        gap = list(map(truediv, map(sub, ok_start, map(ends.__getitem__, earlier)),
+                       repeat(1000)))
         if overlaps:
             over = [other.overlap(per[k][j - back].end, per[k][j].start, per[k][j]) if s
                     else 0.0 for (k, j, _), s in zip(agree, shared) if j >= back]
@@ -200,8 +213,8 @@ class _Spans:
 
 def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
              hbm_bps: float | None = None) -> tuple[dict[tuple, list], "_OtherStreams"]:
-    """Per (step, stream) op sequences with every op classed (by its counters, else roofline
-    time with `hbm_bps`), communication merged in where a stream waits on it, and the other
+    """Per (step, stream) op sequences, every op classed when first read (by its counters, else
+    roofline time with `hbm_bps`), communication merged in where a stream waits on it, and the other
     streams' heavy work. `signatures`: the roofline's (SignatureCost-like; later ones win), so
     MatMul ops carry their bytes and verdicts. The report measures a plan's sites on this same
     timeline (report/sites.py)."""
@@ -220,10 +233,7 @@ def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
                               pipes=op.pipes, hbm_bps=hbm_bps, explain=explain)
 
     with gc_paused():
-        per = _timelines(df, sig_bytes)
-        for op in (op for seq in per.values() for op in seq):
-            op.cls = classify(op, False)[0]
-            op.classed_by = classify
+        per = _timelines(df, sig_bytes, classify)     # each op classed when first asked
         other = _OtherStreams(per)
         _merge_communication(per)
     return per, other

@@ -32,13 +32,23 @@ class _Op:
     stack: str
     step: Any
     stream: Any = None
-    cls: str = ""
     group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
     row: int | None = None         # the table's `_ix` of its (first) kernel, when the table has one
     psum: list[float] | None = None   # duration-weighted sums of the PipeUtilization ratios
     pdur: float = 0.0                 # ... and the duration they cover
-    classed_by: Any = None            # what classed it (`classify`): words `why` when asked
+    classed_by: Any = None            # what classes it (`classify`): `cls` and `why` when asked
+    _cls: str | None = None
     _why: str | None = None
+
+    @property
+    def cls(self) -> str:
+        """light / memory-heavy / communication, worked out on first use: a timeline holds
+        10^4-10^5 ops, and the decisions read the few before each target and the ones on
+        other streams (`_OtherStreams`)."""
+        c = self._cls
+        if c is None:
+            c = self._cls = self.classed_by(self, False)[0] if self.classed_by else ""
+        return c
 
     @property
     def pipes(self) -> tuple[float, ...] | None:
@@ -94,9 +104,11 @@ _FIRST = ("_i", "type", "name", "core", "start_ns", "_end", "_dur", "_sig", "inp
 _JOINING = ("_op", "_end", "_sb", "_launch", *_WEIGHTED)
 
 
-def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[_Op]]:
-    """Per (step, stream): ops in time order, the kernels of one framework op merged. The
-    report measures on this same timeline (report/measure.py), keeping each op's `_ix` row.
+def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
+               classify=None) -> dict[tuple, list[_Op]]:
+    """Per (step, stream): ops in time order, the kernels of one framework op merged, each to
+    be classed by `classify` when first asked (`_Op.cls`). The report measures on this same
+    timeline (report/measure.py), keeping each op's `_ix` row.
 
     A kernel joins the op before it on its (step, stream) when neither carries a signature and
     both have the same launching op and stack. Which kernels join is a table pass (`_layout`),
@@ -116,9 +128,14 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int]) -> dict[tuple, list[
     for i, typ, name, core, start, end, dur, sig, ins, sk, step, stream, ix, launch, sb, w, *pw \
             in zip(*(first[c].to_list() for c in _FIRST)):
         stack = stacks[sk]
-        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else size(sb)
+        if sig is not None and sig in sig_bytes:
+            nbytes = sig_bytes[sig]
+        else:
+            nbytes = sizes.get(sb)      # size(sb), looked up inline: asked for nearly every op
+            if nbytes is None:
+                nbytes = size(sb)
         op = ops[i] = _Op(i, typ or name or "?", name or "", core, start, end, dur, nbytes, sig,
-                          ins or "", stack, step, stream, row=ix)
+                          ins or "", stack, step, stream, row=ix, classed_by=classify)
         if launch:
             op.group = (launch, stack)
         if w is not None:
@@ -229,20 +246,27 @@ def _merge_communication(per: dict[tuple, list[_Op]]) -> None:
 
 class _OtherStreams:
     """Communication / memory-heavy intervals per stream, to measure what overlaps a window on
-    the other streams (HCCL rows, stream None, always count)."""
+    the other streams (HCCL rows, stream None, always count). A stream's intervals are found
+    when a target on another stream first asks (its ops classed then): on a one-stream
+    timeline none are."""
 
     def __init__(self, per: dict[tuple, list[_Op]]):
-        busy: dict[Any, list[tuple[int, int, str]]] = defaultdict(list)
-        for (_step, stream), seq in per.items():
-            for op in seq:
-                if op.cls in (HEAVY, COMM):
-                    busy[stream].append((op.start, op.end, op.cls))
-        self.streams = {}
+        self._seqs: dict[Any, list[list[_Op]]] = defaultdict(list)
+        for (_step, stream), seq in per.items():     # as they are now: communication merged
+            self._seqs[stream].append(list(seq))     # in later is not a stream's own work
+        self._busy: dict[Any, tuple | None] = {}
         self._cache: dict[Any, list] = {}
-        for stream, items in busy.items():
+
+    def _intervals(self, stream: Any) -> tuple | None:
+        """(starts, (start, end, class) sorted, longest) of a stream's heavy and communication
+        ops; None when it has none."""
+        if stream not in self._busy:
+            items = [(op.start, op.end, op.cls) for seq in self._seqs[stream] for op in seq
+                     if op.cls in (HEAVY, COMM)]
             items.sort()
-            self.streams[stream] = ([b[0] for b in items], items,
-                                    max(b[1] - b[0] for b in items))
+            self._busy[stream] = ([b[0] for b in items], items,
+                                  max(b[1] - b[0] for b in items)) if items else None
+        return self._busy[stream]
 
     def _others(self, skip_stream: Any) -> list:
         """The streams `_hits` looks at when measuring for a target on `skip_stream` (asked
@@ -250,8 +274,8 @@ class _OtherStreams:
         hit = self._cache.get(skip_stream)
         if hit is None:
             hit = self._cache[skip_stream] = [
-                v for stream, v in self.streams.items()
-                if stream is None or stream != skip_stream]
+                v for stream in self._seqs if stream is None or stream != skip_stream
+                if (v := self._intervals(stream)) is not None]
         return hit
 
     def can_overlap(self, stream: Any) -> bool:
