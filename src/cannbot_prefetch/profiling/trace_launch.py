@@ -98,12 +98,14 @@ def _answers(t: HostThread, x: Columns, markers: dict) -> list[tuple]:
                     own = joined.get(text, joined)
                     if own is joined:
                         own = joined[text] = join_stack(text)
-            if name:
-                op, dims = name, text_arg(a, "Input Dims")
-            elif up[3]:
-                op, dims = up[1], up[2]
+            if name or not up[3]:
+                op = name or None
+                # text_arg(a, "Input Dims") with its common answers inlined: asked per span
+                dims = None if a is None else a.a1
+                if dims is not None and type(dims) is not str:
+                    dims = text_arg(a, "Input Dims")
             else:
-                op, dims = None, text_arg(a, "Input Dims")
+                op, dims = up[1], up[2]
             append((up[0] if own is None else own, op, dims, True, up[4], up[5]))
         elif cats[r] == "python_function" and name:
             append((*up[:5], (name, up[5])))

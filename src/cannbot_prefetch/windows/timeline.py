@@ -7,6 +7,8 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
+from operator import truediv
 from typing import Any
 
 import polars as pl
@@ -55,8 +57,7 @@ class _Op:
         """(aic_mac, aic_mte2, aiv_vec, aiv_mte2) ratios, duration-weighted over its kernels."""
         if self.psum is None or self.pdur <= 0:
             return None
-        d = self.pdur
-        return tuple([x / d for x in self.psum])
+        return tuple(map(truediv, self.psum, repeat(self.pdur)))
 
     @property
     def why(self) -> str:
