@@ -5,9 +5,10 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from operator import sub, truediv
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import reasons
 from ..errors import InputError
@@ -149,49 +150,75 @@ def _lead(per, agree, k1, j1, n: int, other: "_OtherStreams", spans: "_Spans",
           ) -> tuple[LeadOp, ...]:
     """Up to `n` ops before the target at the representative instance, with medians over the
     agreeing instances of their offsets before the target (a placed window is costed from them
-    when the insertion point differs from the measured window's start)."""
+    when the insertion point differs from the measured window's start). An op is kept while
+    at least half the instances have it."""
     lead = per[k1][max(0, j1 - n):j1][::-1]
     if not lead:
         return ()
-    # per agreeing instance: the target's place in the flat start/end lists; an instance too
-    # near its step's start has fewer ops before it
-    at = [spans.at[k] + j for k, j, _ in agree]
-    starts, ends = spans.start, spans.end
-    # whether any other stream can overlap an instance at all (one stream: never, and the
-    # measure is skipped)
-    shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
-    overlaps = any(shared)
-    js = [j for _, j, _ in agree]
-    near = min(js)      # up to this many ops back, every instance has the op
-    at_start = list(map(starts.__getitem__, at))
+    times = _LeadTimes(per, agree, other, spans)
     out = []
     for i, op in enumerate(lead):
         back = i + 1
-        if back <= near:
-            ok, ok_start = at, at_start
+        if not times.kept(back):
+            break
+        # with other streams the times read the timeline: worked out now, not kept alive
+        got = _known(times(back)) if times.overlaps else partial(times, back)
+        out.append(LeadOp(op.pred(), op.sig is not None, got))
+    return tuple(out)
+
+
+def _known(values: tuple) -> Callable[[], tuple]:
+    return lambda: values
+
+
+class _LeadTimes:
+    """One candidate's lead offsets, `(start_us, end_us, overlap_us, min_free_us)` of the op
+    `back` ops before the target: medians over the agreeing instances, each worked out when a
+    placed window first reads it (a candidate records 16 lead ops; mapping reads one or two).
+    On a timeline where no other stream can overlap an instance it keeps only the flat start /
+    end lists, not the timeline."""
+
+    def __init__(self, per, agree, other: "_OtherStreams", spans: "_Spans"):
+        # per agreeing instance: the target's place in the flat start/end lists; an instance
+        # too near its step's start has fewer ops before it
+        self.at = [spans.at[k] + j for k, j, _ in agree]
+        self.js = [j for _, j, _ in agree]
+        self.near = min(self.js)      # up to this many ops back, every instance has the op
+        self.starts, self.ends = spans.start, spans.end
+        # whether any other stream can overlap an instance at all (one stream: never, and
+        # the measure is skipped)
+        shared = [other.can_overlap(per[k][j].stream) for k, j, _ in agree]
+        self.overlaps = any(shared)
+        self._timeline = (per, agree, other, shared) if self.overlaps else None
+
+    def kept(self, back: int) -> bool:
+        """Whether at least half the instances have an op `back` ops before the target."""
+        return back <= self.near or 2 * sum(j >= back for j in self.js) >= len(self.js)
+
+    def __call__(self, back: int) -> tuple[float, float, float, float]:
+        at, starts, ends = self.at, self.starts, self.ends
+        if back <= self.near:
+            ok = at
         else:
-            ok = [a for j, a in zip(js, at) if j >= back]
-            if 2 * len(ok) < len(agree):
-                break
-            ok_start = list(map(starts.__getitem__, ok))
+            ok = [a for j, a in zip(self.js, at) if j >= back]
         # (starts[a] - starts[a - back]) / 1000 and the same less ends[a - back], for a in ok:
         # a column at a time (map runs in C)
+        ok_start = list(map(starts.__getitem__, ok))
         earlier = list(map(sub, ok, repeat(back)))
         before = list(map(truediv, map(sub, ok_start, map(starts.__getitem__, earlier)),
                           repeat(1000)))
         gap = list(map(truediv, map(sub, ok_start, map(ends.__getitem__, earlier)),
                        repeat(1000)))
-        if overlaps:
+        if self._timeline is not None:
+            per, agree, other, shared = self._timeline
             over = [other.overlap(per[k][j - back].end, per[k][j].start, per[k][j]) if s
                     else 0.0 for (k, j, _), s in zip(agree, shared) if j >= back]
             least = min(g - o for g, o in zip(gap, over))
             over_us = statistics.median(over)
         else:                   # nothing on another stream: no overlap anywhere
             least, over_us = min(gap), 0.0
-        out.append(LeadOp(op.pred(), op.sig is not None, round(statistics.median(before), 3),
-                          round(statistics.median(gap), 3), round(over_us, 3),
-                          round(least, 3)))
-    return tuple(out)
+        return (round(statistics.median(before), 3), round(statistics.median(gap), 3),
+                round(over_us, 3), round(least, 3))
 
 
 class _Spans:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable
 
 LIGHT, HEAVY, COMM = "light", "memory_heavy", "communication"
 
@@ -81,14 +82,36 @@ class PredOp:
 @dataclass(frozen=True)
 class LeadOp:
     """An op before the target (nearest first), with the times a placed window is costed from:
-    medians over the cluster's agreeing instances, in us before the target's start."""
+    medians over the cluster's agreeing instances, in us before the target's start. `times`
+    gives them, worked out when first read (windows/decide.py `_LeadTimes`)."""
 
     op: PredOp
     matmul: bool           # a MatMul-family kernel (a linear in the model source)
-    start_us: float        # target start - this op's start
-    end_us: float          # target start - this op's end (a prefetch issued after it starts here)
-    overlap_us: float      # heavy / communication work on other streams in [end, target start)
-    min_free_us: float = 0.0   # smallest (end - overlap) over the instances
+    times: Callable[[], tuple[float, float, float, float]] = field(repr=False, compare=False)
+
+    @cached_property
+    def _times(self) -> tuple[float, float, float, float]:
+        return self.times()
+
+    @property
+    def start_us(self) -> float:
+        """Target start - this op's start."""
+        return self._times[0]
+
+    @property
+    def end_us(self) -> float:
+        """Target start - this op's end (a prefetch issued after it starts here)."""
+        return self._times[1]
+
+    @property
+    def overlap_us(self) -> float:
+        """Heavy / communication work on other streams in [end, target start)."""
+        return self._times[2]
+
+    @property
+    def min_free_us(self) -> float:
+        """Smallest (end - overlap) over the instances."""
+        return self._times[3]
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,13 @@ def test_a_fallback_insertion_is_costed_where_it_lands(llama, copy_src, tmp_path
     o = next(r for r in rej if r.site == "LlamaAttention.o_proj")
     assert o.reason_code == reasons.WINDOW_TOO_SHORT
     assert "before `self.o_proj` in LlamaAttention.forward" in o.reason
+
+
+def test_lead_times_are_medians_worked_out_when_first_read(table):
+    down = _mlp(table)
+    mul, up = down.lead[0], down.lead[1]
+    assert "_times" not in mul.__dict__ and "_times" not in up.__dict__   # nothing asked yet
+    # each layer: ... up (33 us) | 1 us | Mul (3 us) | 1 us | down
+    assert (mul.start_us, mul.end_us, mul.overlap_us, mul.min_free_us) == (4.0, 1.0, 0.0, 1.0)
+    assert (up.start_us, up.end_us) == (38.0, 5.0)
+    assert "_times" in mul.__dict__ and "_times" not in down.lead[2].__dict__
