@@ -115,26 +115,14 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
     both have the same launching op and stack. Which kernels join is a table pass (`_layout`),
     so Python builds one `_Op` per op and folds only the joining kernels into theirs."""
     t, shapes, stacks = _layout(df)
-    sizes: dict[int, int] = {}
-
-    def size(code: int) -> int:       # bytes of a shape combination, worked out once
-        hit = sizes.get(code)
-        if hit is None:
-            hit = sizes[code] = _row_bytes(*shapes[code])
-        return hit
-
+    sizes = _ShapeBytes(shapes)
     per: dict[tuple, list[_Op]] = defaultdict(list)
     ops: dict[int, _Op] = {}
     first = t.filter(~pl.col("_joins"))
     for i, typ, name, core, start, end, dur, sig, ins, sk, step, stream, ix, launch, sb, w, *pw \
             in zip(*(first[c].to_list() for c in _FIRST)):
         stack = stacks[sk]
-        if sig is not None and sig in sig_bytes:
-            nbytes = sig_bytes[sig]
-        else:
-            nbytes = sizes.get(sb)      # size(sb), looked up inline: asked for nearly every op
-            if nbytes is None:
-                nbytes = size(sb)
+        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else sizes[sb]
         op = ops[i] = _Op(i, typ or name or "?", name or "", core, start, end, dur, nbytes, sig,
                           ins or "", stack, step, stream, row=ix, classed_by=classify)
         if launch:
@@ -147,13 +135,26 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
         last = ops[i]       # same framework op: merge its kernels into one predecessor
         last.end = max(last.end, end)
         last.dur_us = (last.end - last.start) / 1000
-        last.bytes += size(sb)
+        last.bytes += sizes[sb]
         last.type = launch
         if w is not None:
             last.psum = [(0.0 if a is None else a) + x
                          for a, x in zip(last.psum or (None,) * len(PIPES), pw)]
             last.pdur += w
     return per
+
+
+class _ShapeBytes(dict):
+    """Shape-combination code (`_layout`'s `_sb`) -> bytes it moves (`_row_bytes`), worked out
+    on its first lookup: a hit is a plain dict lookup, asked for nearly every op."""
+
+    def __init__(self, shapes: list[tuple]):
+        super().__init__()
+        self.shapes = shapes
+
+    def __missing__(self, code: int) -> int:
+        hit = self[code] = _row_bytes(*self.shapes[code])
+        return hit
 
 
 def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:

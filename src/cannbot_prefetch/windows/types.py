@@ -79,6 +79,11 @@ class PredOp:
         return f"{self.type} ({self.cls}, {self.dur_us:.1f} µs)"
 
 
+def _lead_time(k: int, doc: str) -> property:
+    """LeadOp's k-th time (`times`), read as an attribute."""
+    return property(lambda self: self._times[k], doc=doc)
+
+
 @dataclass(frozen=True)
 class LeadOp:
     """An op before the target (nearest first), with the times a placed window is costed from:
@@ -93,25 +98,12 @@ class LeadOp:
     def _times(self) -> tuple[float, float, float, float]:
         return self.times()
 
-    @property
-    def start_us(self) -> float:
-        """Target start - this op's start."""
-        return self._times[0]
-
-    @property
-    def end_us(self) -> float:
-        """Target start - this op's end (a prefetch issued after it starts here)."""
-        return self._times[1]
-
-    @property
-    def overlap_us(self) -> float:
-        """Heavy / communication work on other streams in [end, target start)."""
-        return self._times[2]
-
-    @property
-    def min_free_us(self) -> float:
-        """Smallest (end - overlap) over the instances."""
-        return self._times[3]
+    start_us = _lead_time(0, "Target start - this op's start.")
+    end_us = _lead_time(1, "Target start - this op's end (a prefetch issued after it starts "
+                           "here).")
+    overlap_us = _lead_time(2, "Heavy / communication work on other streams in [end, target "
+                               "start).")
+    min_free_us = _lead_time(3, "Smallest (end - overlap) over the instances.")
 
 
 @dataclass(frozen=True)
