@@ -7,9 +7,9 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
+from itertools import compress, repeat
 from operator import truediv
-from typing import Any
+from typing import Any, Sequence
 
 import polars as pl
 
@@ -34,9 +34,8 @@ class _Op:
     stack: str
     step: Any
     stream: Any = None
-    group: tuple | None = None     # (launch_op, stack) of the framework op it belongs to
     row: int | None = None         # the table's `_ix` of its (first) kernel, when the table has one
-    psum: list[float] | None = None   # duration-weighted sums of the PipeUtilization ratios
+    psum: Sequence[float | None] | None = None   # duration-weighted sums of the Pipe ratios
     pdur: float = 0.0                 # ... and the duration they cover
     classed_by: Any = None            # what classes it (`classify`): `cls` and `why` when asked
     _cls: str | None = None
@@ -100,8 +99,9 @@ PIPES = PIPE_COUNTERS
 _SHAPES = ("input_shapes", "input_dtypes", "input_formats", "output_shapes", "output_dtypes",
            "output_formats")
 _WEIGHTED = ("_w", *(f"_w{k}" for k in range(len(PIPE_COUNTERS))))
-_FIRST = ("_i", "type", "name", "core", "start_ns", "_end", "_dur", "_sig", "input_shapes",
-          "_sk", "_step", "_stream", "_ix", "_launch", "_sb", *_WEIGHTED)
+# an op's fields in _Op's order, from idx to row (`bytes` and `stack` from codes, below)
+_FIRST = ("_i", "_type", "_name", "core", "start_ns", "_end", "_dur", "_sb", "_sig",
+          "_shapes", "_sk", "_step", "_stream", "_ix")
 _JOINING = ("_op", "_end", "_sb", "_launch", *_WEIGHTED)
 
 
@@ -113,24 +113,28 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
 
     A kernel joins the op before it on its (step, stream) when neither carries a signature and
     both have the same launching op and stack. Which kernels join is a table pass (`_layout`),
-    so Python builds one `_Op` per op and folds only the joining kernels into theirs."""
+    so Python builds one `_Op` per op, a field at a time (each a table column, or a lookup
+    mapped over one), and folds only the joining kernels into theirs."""
     t, shapes, stacks = _layout(df)
     sizes = _ShapeBytes(shapes)
-    per: dict[tuple, list[_Op]] = defaultdict(list)
-    ops: dict[int, _Op] = {}
     first = t.filter(~pl.col("_joins"))
-    for i, typ, name, core, start, end, dur, sig, ins, sk, step, stream, ix, launch, sb, w, *pw \
-            in zip(*(first[c].to_list() for c in _FIRST)):
-        stack = stacks[sk]
-        nbytes = sig_bytes[sig] if sig is not None and sig in sig_bytes else sizes[sb]
-        op = ops[i] = _Op(i, typ or name or "?", name or "", core, start, end, dur, nbytes, sig,
-                          ins or "", stack, step, stream, row=ix, classed_by=classify)
-        if launch:
-            op.group = (launch, stack)
-        if w is not None:
-            op.pdur, op.psum = w, pw
-        per[(step, stream)].append(op)
+    cols = {c: first[c].to_list() for c in _FIRST}
+    # bytes: a MatMul's from its signature's roofline, any other op's from its shapes
+    nbytes = list(map(sizes.__getitem__, cols["_sb"]))
+    sigs = cols["_sig"]
+    for k in compress(range(len(sigs)), map(sig_bytes.__contains__, sigs)):
+        nbytes[k] = sig_bytes[sigs[k]]
+    cols["_sb"] = nbytes
+    cols["_sk"] = list(map(stacks.__getitem__, cols["_sk"]))
+    # an op without counters has weight 0 (its sums are nulls): no pipes (`_Op.pipes`)
+    sums = zip(*(first[c].to_list() for c in _WEIGHTED[1:]))
+    made = list(map(_Op, *cols.values(), sums, first["_w"].fill_null(0.0).to_list(),
+                    repeat(classify)))
+    per: dict[tuple, list[_Op]] = defaultdict(list)
+    for key, op in zip(zip(cols["_step"], cols["_stream"]), made):
+        per[key].append(op)
     joining = t.filter(pl.col("_joins"))
+    ops = dict(zip(cols["_i"], made)) if joining.height else {}
     for i, end, sb, launch, w, *pw in zip(*(joining[c].to_list() for c in _JOINING)):
         last = ops[i]       # same framework op: merge its kernels into one predecessor
         last.end = max(last.end, end)
@@ -189,11 +193,22 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
                        end_ns(pl.col("start_ns"), pl.col("_dur")).alias("_end"),
                        *_weighted_pipes(cols), joins.alias("_joins"))
          .with_columns(pl.when(pl.col("_joins")).then(None).otherwise(pl.col("_i"))
-                       .forward_fill().over(part).alias("_op")))
+                       .forward_fill().over(part).alias("_op"), *_shown()))
     if not present:
         return t.with_columns(pl.lit(0).alias("_sb")), [(None,) * len(_SHAPES)], stacks
     t, combos = _coded(t, present, "_sb")
     return t, [tuple(dict(zip(present, r)).get(c) for c in _SHAPES) for r in combos], stacks
+
+
+def _shown() -> list[pl.Expr]:
+    """An op's type (its kernel type, else its name, else "?"), name and shapes as `_Op` holds
+    them: text, "" for none."""
+    typ, name = pl.col("type").cast(pl.Utf8), pl.col("name").cast(pl.Utf8)
+    return [pl.when(typ.is_not_null() & (typ != "")).then(typ)
+            .when(name.is_not_null() & (name != "")).then(name).otherwise(pl.lit("?"))
+            .alias("_type"),
+            name.fill_null("").alias("_name"),
+            pl.col("input_shapes").cast(pl.Utf8).fill_null("").alias("_shapes")]
 
 
 def _coded(t: pl.DataFrame, on: list[str], code: str) -> tuple[pl.DataFrame, list]:

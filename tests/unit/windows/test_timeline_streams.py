@@ -42,3 +42,21 @@ def test_ops_are_classed_when_read_with_the_rules_classes(table):
     assert {o.type: o.cls for o in ops} == {"Add": LIGHT, "Mul": LIGHT, "Cast": HEAVY,
                                             "hcom_allReduce_": COMM}
     assert "HCCL" in per[(1, None)][0].why
+
+
+def test_op_fields_bytes_from_the_signature_else_the_shapes(table):
+    """A MatMul op carries its signature's roofline bytes, any other op the bytes its shapes
+    move; an op with no type is shown by its name, with neither as "?"; no shapes read ""."""
+    sigs = [type("Sig", (), dict(sig_id=7, type="MatMul", input_shapes=BIG, bytes=123,
+                                 verdict="memory-bound", measured_verdict=None))()]
+    df = table([dict(type="MatMul", dur=10.0, shapes=BIG, sig=7),
+                dict(type="Cast", dur=10.0, shapes=BIG),
+                dict(type="", name="my_kernel", dur=1.0),
+                dict(type="", name="", dur=1.0)]).df
+    per, _ = timeline(df, sigs, default_rules(), HBM)
+    mm, cast, named, bare = per[(1, "2")]
+    assert (mm.bytes, mm.sig) == (123, 7)
+    assert cast.bytes == 2 * (4096 + 4096 * 4096) and cast.sig is None   # BF16 in, as stored
+    assert (named.type, named.name, named.shapes) == ("my_kernel", "my_kernel", "")
+    assert (bare.type, bare.name) == ("?", "")
+    assert cast.pipes is None            # no counters
