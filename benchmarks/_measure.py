@@ -9,6 +9,10 @@ many of those are resident depends on the page cache: 50-90 MB of an analyze, ~3
 right after an install than after a quiet hour. Each run therefore also reports its RssFile
 at exit, and `private` is VmHWM minus it: the memory the process itself holds at its peak
 (file pages only grow while a command runs, so this is a lower bound within a few MB).
+VmHWM is one process's: a command that forks a helper (analyze's trace reader,
+profiling/trace_ahead.py) is measured as a whole by `tree_pss_peak`, an untimed run that sums
+the proportional set size (shared pages split between the processes that map them) of the
+process and its descendants every 10 ms.
 """
 
 from __future__ import annotations
@@ -99,6 +103,47 @@ def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
         pass
     finally:
         os.unlink(report)
+
+
+def tree_pss_peak(cmd: list[str]) -> tuple[float, float]:
+    """(largest PSS, its anonymous part), MB, of `cmd`'s process tree, sampled every 10 ms over
+    one untimed run (the sampling costs CPU, so timed runs never carry it): the memory a
+    command holds on the machine with its helpers. A peak shorter than a sample can be missed;
+    the readers' peaks are plateaus of ~0.1 s and more."""
+    proc = subprocess.Popen([os.devnull if c == "__HWM__" else c for c in cmd],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    best = (0, 0)
+    while proc.poll() is None:
+        pss = anon = 0
+        for pid in _tree(proc.pid):
+            got = _rollup(pid)
+            pss += got.get("Pss", 0)
+            anon += got.get("Pss_Anon", 0)
+        best = max(best, (pss, anon))
+        time.sleep(0.01)
+    return best[0] / 1024, best[1] / 1024
+
+
+def _tree(pid: int) -> list[int]:
+    out = [pid]
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                for child in fh.read().split():
+                    out += _tree(int(child))
+    except OSError:
+        pass
+    return out
+
+
+def _rollup(pid: int) -> dict[str, int]:
+    """kB fields of /proc/PID/smaps_rollup ({} once the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            return {k: int(v.split()[0]) for k, _, v in (ln.partition(":") for ln in fh)
+                    if v.strip().endswith("kB")}
+    except (OSError, ValueError):
+        return {}
 
 
 def compile_package() -> None:

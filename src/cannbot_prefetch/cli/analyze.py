@@ -85,6 +85,12 @@ def analyze(
 ) -> None:
     """Find memory-bound MatMul-family operators (roofline + counters); with --model-src, plan prefetches."""
     def body():
+        from ..profiling import trace_ahead
+
+        # before the heavy imports below: the trace is read beside them (trace_ahead.py)
+        if trace_ahead.start(profile, rank=_parse_rank(rank), run=run) and model_src:
+            # what the plan runs, imported while the trace is read rather than after it
+            from ..plan import build, design  # noqa: F401
         from ..api import Planned, analyze as run_analyze
         from ..errors import InputError
         from ..hardware import parse_peak_overrides

@@ -17,6 +17,9 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock
   steps.py        step selection, warm-up exclusion
   companions.py   step_trace_time.csv and l2_cache.csv for the report stage
+  companion_files.py  where those and the trace_view.json are (paths only, no polars)
+  trace_ahead.py  the CLI's trace_view read in a forked process while it imports and reads
+                  the kernel table (trace_stacks takes it; any doubt: read here)
   table.py        the normalized schema (KernelTable, ProfileInfo, Profile)
 Rows come in source order for CSV exports and in start order for DB and trace exports.
 """

@@ -17,6 +17,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..gc_pause import gc_paused
+from . import trace_ahead
 from .readout import ReadResult, conform, drop_memset
 from .torch_trace import output_dims, torch_rows
 from .trace_events import Trace, join_stack, load_trace
@@ -54,7 +55,28 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
     """What kernel_details rows borrow from the trace_view beside them: `start_ns`, `stack`
     and `launch_op` of every kernel start with a stack (rows match exactly on start_ns). The
     same kernels and answers as `read_trace_rows` (damaged, unnamed and MemSet kernels left
-    out), without building its per-kernel rows. None when it is not an Ascend trace."""
+    out), without building its per-kernel rows. None when it is not an Ascend trace. The
+    columns come from a read started ahead in a second process when there is one
+    (trace_ahead.py), else are read here."""
+    found = trace_ahead.take(path, max_bytes)
+    if found is None:
+        found = stack_columns(path, max_bytes)
+    if found is None:
+        return None
+    starts, names, codes, ops, stacks = found
+    df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
+                       "name": pl.Series(names, dtype=pl.Utf8),
+                       "type": pl.Series(list(map(_type_from_name, names)), dtype=pl.Utf8),
+                       "stack": _gathered(stacks, codes),
+                       "launch_op": pl.Series(ops, dtype=pl.Utf8)})
+    return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
+            .unique("start_ns", keep="first", maintain_order=True))
+
+
+def stack_columns(path: Path, max_bytes: int) -> tuple[list, list, list, list, list] | None:
+    """(start ns, name, stack code, launch op) of each named, undamaged kernel with a stack,
+    and the distinct stacks a code indexes: plain lists, so a reader process can pipe them.
+    None when it is not an Ascend trace."""
     with gc_paused():
         trace = load_trace(path, max_bytes)
         if trace.flavour != "ascend":
@@ -73,13 +95,7 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
                 names.append(name)
                 codes.append(code)
                 ops.append(op)
-    df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
-                       "name": pl.Series(names, dtype=pl.Utf8),
-                       "type": pl.Series(list(map(_type_from_name, names)), dtype=pl.Utf8),
-                       "stack": _gathered(stacks, codes),
-                       "launch_op": pl.Series(ops, dtype=pl.Utf8)})
-    return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
-            .unique("start_ns", keep="first", maintain_order=True))
+    return starts, names, codes, ops, list(stacks)
 
 
 def _hardware(trace: Trace) -> set:
@@ -120,7 +136,7 @@ def _shown(launched: tuple) -> tuple:
     return code, op, join_stack(dims), step
 
 
-def _gathered(stacks: dict[str, int], codes: list) -> pl.Series:
+def _gathered(stacks, codes: list) -> pl.Series:
     return pl.Series("stack", list(stacks), dtype=pl.Utf8).gather(
         pl.Series(codes, dtype=pl.UInt32))
 

@@ -1,0 +1,140 @@
+"""The trace read ahead in a second process (profiling/trace_ahead.py) gives what the one-process
+read gives, falls back to it whenever the reader cannot be trusted, and leaves no process behind.
+
+A reader is forked only by a process that has not imported polars, so each case runs in a fresh
+interpreter (the script below); pytest's own process only checks that it never forks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars  # noqa: F401 (a process holding polars' thread pool: it must not fork)
+import pytest
+
+from cannbot_prefetch.profiling import trace_ahead
+
+REPO = Path(__file__).resolve().parents[3]
+# GENERATED (examples/synth): the Llama example's kernel_details.csv + trace_view.json with stacks
+EXAMPLE = next((REPO / "examples" / "llama3.2-1b-en" / "profile").glob("*_ascend_pt"))
+REAL = "msinsight/pytorch_text_level1/rank0_ascend_pt"   # a real export with both files
+
+_SCRIPT = r"""
+import json, os, sys
+profile, mode = sys.argv[1], sys.argv[2]
+from cannbot_prefetch.profiling import trace_ahead
+from cannbot_prefetch import settings
+if mode == "off":
+    on = settings.policy()
+    settings.policy = lambda: {**on, "profiling": {**on["profiling"], "read_trace_ahead": False}}
+started = trace_ahead.start(profile)
+pids = [pid for pid, _, _ in trace_ahead._pending.values()]
+out = {"started": started, "pids": pids}
+if mode == "exit":                 # nobody takes the reader
+    print(json.dumps(out))
+    sys.exit(0)
+trace = next(iter(trace_ahead._pending))[0] if trace_ahead._pending else None
+if mode == "changed" and trace:
+    st = os.stat(trace)
+    os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+took = []
+real_take = trace_ahead.take
+trace_ahead.take = lambda *a: took.append(real_take(*a)) or took[-1]
+from cannbot_prefetch.profiling.load import load_profile
+from cannbot_prefetch.profiling.trace_reader import trace_stacks
+df = load_profile(profile).table.df
+out["took"] = [t is not None for t in took]
+out["pending"] = len(trace_ahead._pending)
+out["stacks"] = df["stack"].to_list()
+out["ops"] = df["launch_op"].to_list() if "launch_op" in df.columns else None
+for pid in pids:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+        out["reaped"] = False
+    except ChildProcessError:
+        out["reaped"] = True
+print(json.dumps(out))
+"""
+
+
+def _run(profile: Path, mode: str = "on") -> dict:
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(profile), mode],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def _one_process(profile: Path) -> tuple[list, list | None]:
+    """The same load in this process (polars is imported: no reader is ever forked here)."""
+    from cannbot_prefetch.profiling.load import load_profile
+
+    df = load_profile(profile).table.df
+    return df["stack"].to_list(), df["launch_op"].to_list() if "launch_op" in df.columns else None
+
+
+def _copy(profile: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / profile.name
+    shutil.copytree(profile, dst)
+    return dst
+
+
+def test_this_process_never_forks():
+    assert "polars" in sys.modules
+    assert trace_ahead.start(EXAMPLE) is False
+    assert not trace_ahead._pending
+
+
+@pytest.fixture(params=["example", "real"])
+def profile(request, tmp_path):
+    if request.param == "example":
+        return _copy(EXAMPLE, tmp_path)
+    samples = request.getfixturevalue("samples")      # skips with its reason without them
+    return _copy(samples / REAL, tmp_path)
+
+
+def test_read_ahead_gives_the_one_process_stacks(profile):
+    got = _run(profile)
+    assert got["started"] and got["took"] == [True]
+    assert got["pending"] == 0 and got["reaped"]
+    stacks, ops = _one_process(profile)
+    assert any(stacks)
+    assert (got["stacks"], got["ops"]) == (stacks, ops)
+
+
+def test_a_trace_changed_since_the_fork_is_read_again(profile):
+    got = _run(profile, "changed")
+    assert got["started"] and got["took"] == [False]
+    assert (got["stacks"], got["ops"]) == _one_process(profile)
+
+
+def test_a_reader_that_fails_leaves_the_one_process_answer(tmp_path):
+    profile = _copy(EXAMPLE, tmp_path)
+    trace = next(profile.rglob("trace_view.json"))
+    trace.write_bytes(trace.read_bytes()[:len(trace.read_bytes()) // 2])   # cut mid-event
+    got = _run(profile)
+    assert got["started"] and got["took"] == [False] and got["reaped"]
+    assert (got["stacks"], got["ops"]) == _one_process(profile)
+
+
+def test_switched_off_in_the_policy(tmp_path):
+    got = _run(_copy(EXAMPLE, tmp_path), "off")
+    assert not got["started"] and got["pids"] == []
+    assert got["took"] == [False] and any(got["stacks"])     # read here, in one process
+
+
+def test_a_reader_nobody_takes_is_stopped_at_exit(tmp_path):
+    got = _run(_copy(EXAMPLE, tmp_path), "exit")
+    assert got["started"] and len(got["pids"]) == 1
+    with pytest.raises(ProcessLookupError):     # killed and reaped before the parent exited
+        os.kill(got["pids"][0], 0)
+
+
+def test_no_reader_without_a_trace_beside_the_table(tmp_path):
+    profile = _copy(EXAMPLE, tmp_path)
+    next(profile.rglob("trace_view.json")).unlink()
+    got = _run(profile)
+    assert not got["started"] and got["took"] == [] and not any(got["stacks"])
