@@ -120,7 +120,7 @@ def _fork(trace: Path, cap: int) -> bool:
         finally:
             os._exit(0)
     os.close(w)
-    if not _pending and _discard not in _registered:
+    if not _registered:
         atexit.register(_discard)
         _registered.append(_discard)
     _pending[(str(trace), cap)] = (pid, r, before)
@@ -128,7 +128,8 @@ def _fork(trace: Path, cap: int) -> bool:
 
 
 def _discard() -> None:
-    """At exit: readers nobody took (the table had stacks, the run failed) are stopped."""
+    """At exit: readers nobody took (the table had stacks, the run failed) are stopped and
+    reaped, so none outlives the command."""
     while _pending:
         _, (pid, fd, _) = _pending.popitem()
         try:

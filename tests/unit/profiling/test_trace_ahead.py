@@ -126,10 +126,10 @@ def test_switched_off_in_the_policy(tmp_path):
     assert got["took"] == [False] and any(got["stacks"])     # read here, in one process
 
 
-def test_a_reader_nobody_takes_is_stopped_at_exit(tmp_path):
+def test_a_reader_nobody_takes_does_not_outlive_the_command(tmp_path):
     got = _run(_copy(EXAMPLE, tmp_path), "exit")
     assert got["started"] and len(got["pids"]) == 1
-    with pytest.raises(ProcessLookupError):     # killed and reaped before the parent exited
+    with pytest.raises(ProcessLookupError):     # stopped and reaped before the parent exited
         os.kill(got["pids"][0], 0)
 
 
