@@ -105,23 +105,18 @@ def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
         os.unlink(report)
 
 
-def tree_pss_peak(cmd: list[str]) -> tuple[float, float]:
-    """(largest PSS, its anonymous part), MB, of `cmd`'s process tree, sampled every 10 ms over
+def tree_pss_peak(cmd: list[str]) -> float:
+    """The largest PSS, MB, of `cmd`'s process tree, sampled every 10 ms over
     one untimed run (the sampling costs CPU, so timed runs never carry it): the memory a
     command holds on the machine with its helpers. A peak shorter than a sample can be missed;
     the readers' peaks are plateaus of ~0.1 s and more."""
     proc = subprocess.Popen([os.devnull if c == "__HWM__" else c for c in cmd],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    best = (0, 0)
+    best = 0
     while proc.poll() is None:
-        pss = anon = 0
-        for pid in _tree(proc.pid):
-            got = _rollup(pid)
-            pss += got.get("Pss", 0)
-            anon += got.get("Pss_Anon", 0)
-        best = max(best, (pss, anon))
+        best = max(best, sum(_rollup(pid).get("Pss", 0) for pid in _tree(proc.pid)))
         time.sleep(0.01)
-    return best[0] / 1024, best[1] / 1024
+    return best / 1024
 
 
 def _tree(pid: int) -> list[int]:

@@ -73,7 +73,7 @@ def main() -> None:
                           "--json")
         interleave([(python_cmd(JSON_LOAD, str(trace)), base), (analyze, cand)], args.repeats)
         size_mb = trace.stat().st_size / 1e6
-        tree, _ = tree_pss_peak(analyze)
+        tree = tree_pss_peak(analyze)
         print(line(base))
         print(line(cand) + f"  process tree PSS {tree:.0f} MB")
         rows.append((n, size_mb, base.median_s, cand.median_s, cand.peak, cand.private, tree))

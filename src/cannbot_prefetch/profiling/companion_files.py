@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Layouts whose kernel table borrows call stacks from the trace_view.json beside it (load.py,
+# and trace_ahead.py reading that trace early)
+BORROWS_STACKS = frozenset({"ascend_pt", "kernel_csv"})
 _NAMES = {"step_trace_time": "step_trace_time.csv", "l2_cache": "l2_cache.csv",
           "trace_view": "trace_view.json"}
 

@@ -13,7 +13,7 @@ import polars as pl
 from ..errors import InputError
 from ..settings import policy
 from . import columns as C
-from .companion_files import find_companions
+from .companion_files import BORROWS_STACKS, find_companions
 from .csv_reader import read_csv_rows
 from .db_reader import read_db_rows
 from .discover import Discovery, Unit, discover
@@ -60,7 +60,7 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     _settle_level(meta, df, layout, notes)
 
     extras = find_companions(disc.unit)
-    if layout in ("ascend_pt", "kernel_csv") and extras.get("trace_view") \
+    if layout in BORROWS_STACKS and extras.get("trace_view") \
             and df["stack"].null_count() == df.height:
         df = _borrow_stacks(df, Path(extras["trace_view"]), limits, notes)
 

@@ -27,9 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
-_TABLE_LAYOUTS = frozenset({"ascend_pt", "kernel_csv"})   # load.py borrows stacks for these
 _pending: dict[tuple[str, int], tuple[int, int, tuple]] = {}   # (trace, cap) -> pid, fd, stat
-_registered: list = []         # the exit handler, once
 
 
 def start(profile: str | os.PathLike | None, rank=None, run: str | None = None) -> bool:
@@ -40,7 +38,7 @@ def start(profile: str | os.PathLike | None, rank=None, run: str | None = None) 
         return False
     try:
         from ..settings import policy
-        from .companion_files import find_companions
+        from .companion_files import BORROWS_STACKS, find_companions
         from .discover import discover
         from .limits import Limits
 
@@ -48,7 +46,7 @@ def start(profile: str | os.PathLike | None, rank=None, run: str | None = None) 
         if not pol.get("profiling", {}).get("read_trace_ahead", True):
             return False
         disc = discover(Path(profile).expanduser(), rank=rank, run=run)
-        if disc.runs or disc.unit.layout not in _TABLE_LAYOUTS:
+        if disc.runs or disc.unit.layout not in BORROWS_STACKS:
             return False
         trace = find_companions(disc.unit).get("trace_view")
         cap = Limits.of(pol).trace_bytes
@@ -120,9 +118,6 @@ def _fork(trace: Path, cap: int) -> bool:
         finally:
             os._exit(0)
     os.close(w)
-    if not _registered:
-        atexit.register(_discard)
-        _registered.append(_discard)
     _pending[(str(trace), cap)] = (pid, r, before)
     return True
 
@@ -141,3 +136,6 @@ def _discard() -> None:
             os.waitpid(pid, 0)
         except OSError:
             pass
+
+
+atexit.register(_discard)
