@@ -4,6 +4,7 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   discover.py     which files a path means (ranks, msprof runs, slices, old/new layouts)
   columns.py      the one header-alias table, counter names, counter-group fingerprints
   values.py       vectorized value cleanup (quotes, N/A, DT_/FORMAT_, decimal µs -> ns)
+  scalars.py      one JSON value (ts -> ns, an id) and the limits every reader applies
   csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_columns.py how
                   each column is planned and cast; csv_ragged.py for files whose rows do
                   not match the header
@@ -12,6 +13,8 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   trace_decode.py / trace_events.py / trace_values.py   a Chrome trace decoded, kept as columns
   trace_reader.py / trace_launch.py / torch_trace.py   rows (and kernel_details' stacks) from
                   Ascend traces, what launched each kernel, rows from PyTorch traces
+  trace_kernels.py  an Ascend trace's kernels and their launches as plain lists (no polars:
+                  trace_events, trace_values and it are what the reader process imports)
   limits.py       input size bounds (policy.yaml `profiling:`), checked before parsing
   stacks.py       stacks for kernel_details rows from the trace_view beside them
   metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock

@@ -16,7 +16,8 @@ import polars as pl
 from ..errors import InputError
 from . import columns as C
 from .readout import ReadResult, conform, drop_memset
-from .values import MAX_DURATION_US, MAX_START_NS, clean_text, strip_prefix
+from .scalars import MAX_DURATION_US, MAX_START_NS
+from .values import clean_text, strip_prefix
 
 _TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
               "streamId": "stream", "taskId": "task_id", "modelId": "model_id",

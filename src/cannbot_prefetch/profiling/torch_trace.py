@@ -20,8 +20,8 @@ import polars as pl
 
 from ..errors import InputError
 from .readout import ReadResult, conform
+from .scalars import to_int64
 from .trace_events import STEP_MARKER, Event, Span, Trace, threads
-from .values import to_int64
 
 DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 HOST_CATS = ("cpu_op", "python_function", "user_annotation")

@@ -5,7 +5,7 @@ kernel's launching host span is most of a 120-step run), yet the analysis needs 
 stacks only once the kernel table is read; until then the command imports polars, libcst and
 the stages and reads the CSV, a second or so on a slow host. `start` (called by the CLI before
 those imports) forks a reader for the trace that discovery finds beside the table; the reader
-computes `trace_reader.stack_columns` and pipes the lists back (marshal: plain values, no code
+computes `trace_kernels.stack_columns` and pipes the lists back (marshal: plain values, no code
 runs on load); `take`, asked by `trace_reader.trace_stacks`, waits for them. The two overlap on
 a host with two free cores and cost one fork and one pipe where there is one.
 
@@ -109,7 +109,7 @@ def _fork(trace: Path, cap: int) -> bool:
             os.dup2(null, 1)
             os.dup2(null, 2)
             try:
-                from .trace_reader import stack_columns
+                from .trace_kernels import stack_columns
                 data = marshal.dumps(("ok", stack_columns(trace, cap)))
             except BaseException:    # noqa: BLE001 (the parent reads the trace itself)
                 data = marshal.dumps(("failed", None))

@@ -25,10 +25,10 @@ from operator import attrgetter, eq
 from pathlib import Path
 
 from ..errors import InputError
+from .scalars import to_int64
 from .trace_decode import ID_ARGS, TEXT_ARGS, arg_name, record_pieces
 from .trace_values import (dur_column, id_arg, ident, ident_column, ns_column, text_arg,
                            usable_columns)
-from .values import to_int64
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 

@@ -4,26 +4,27 @@ torch_trace.py.
 Ascend: one row per kernel in the "Ascend Hardware" process; the launching host thread and
 time are found through the `async_npu` flow (flow id == kernel start in ns), and what the host
 spans there say (trace_launch.py: launch op, `Call stack`, `ProfilerStep#N`) is attached.
-`trace_stacks` is the part a kernel_details table borrows, without the per-kernel rows.
+`trace_stacks` is the part a kernel_details table borrows, without the per-kernel rows; the
+kernels and their launches are found in trace_kernels.py (plain Python, for the reader process).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from pathlib import Path
 
 import polars as pl
 
-from ..errors import InputError
 from ..gc_pause import gc_paused
 from . import trace_ahead
 from .readout import ReadResult, conform, drop_memset
+from .scalars import to_int64
 from .torch_trace import output_dims, torch_rows
 from .trace_events import Trace, join_stack, load_trace
-from .trace_launch import HOST, NONE4, host_threads
+from .trace_kernels import (hardware_pids, kernel_rows, launcher, stack_columns,
+                            type_from_name)
+from .trace_launch import HOST
 from .trace_values import id_arg, text_arg
-from .values import to_int64
 
 __all__ = ["read_trace_rows", "output_dims"]
 
@@ -66,69 +67,11 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
     starts, names, codes, ops, stacks = found
     df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
                        "name": pl.Series(names, dtype=pl.Utf8),
-                       "type": pl.Series(list(map(_type_from_name, names)), dtype=pl.Utf8),
+                       "type": pl.Series(list(map(type_from_name, names)), dtype=pl.Utf8),
                        "stack": _gathered(stacks, codes),
                        "launch_op": pl.Series(ops, dtype=pl.Utf8)})
     return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
             .unique("start_ns", keep="first", maintain_order=True))
-
-
-def stack_columns(path: Path, max_bytes: int) -> tuple[list, list, list, list, list] | None:
-    """(start ns, name, stack code, launch op) of each named, undamaged kernel with a stack,
-    and the distinct stacks a code indexes: plain lists, so a reader process can pipe them.
-    None when it is not an Ascend trace."""
-    with gc_paused():
-        trace = load_trace(path, max_bytes)
-        if trace.flavour != "ascend":
-            return None
-        x = trace.x
-        kernels = _kernels(trace, path)
-        launch, stacks = _launcher(trace)
-        starts, names, codes, ops = [], [], [], []
-        for r in kernels:
-            start, name = x.start[r], x.name[r]
-            if x.bad[r] is not None or name is None:
-                continue
-            code, op, _, _ = launch(start)
-            if code is not None:
-                starts.append(start)
-                names.append(name)
-                codes.append(code)
-                ops.append(op)
-    return starts, names, codes, ops, list(stacks)
-
-
-def _hardware(trace: Trace) -> set:
-    return {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
-
-
-def _kernels(trace: Trace, path: Path) -> list[int]:
-    """The rows of the "Ascend Hardware" process's events; InputError when there are none."""
-    hardware = _hardware(trace)
-    kernels = [r for r, pid in enumerate(trace.x.pid) if pid in hardware]
-    if not kernels:
-        raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
-    return kernels
-
-
-def _launcher(trace: Trace):
-    """(launch(kernel start ns) -> (stack code, launch op, its input dims as written, step),
-    the distinct stacks by code): the async_npu flow whose id is the kernel's start names the
-    launching thread and time, that thread's nesting what enclosed the launch."""
-    stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
-    threads = host_threads(trace.x)
-    flows = trace.flows
-
-    def launch(start: int) -> tuple:
-        flow = flows.get(start)
-        if flow is not None:
-            on = threads.get(flow[0])
-            if on is not None:
-                stack, op, dims, step = on.launch(flow[1])
-                code = None if stack is None else stacks.setdefault(stack, len(stacks))
-                return code, op, dims, step       # dims as written: join_stack() to show
-        return NONE4
-    return launch, stacks
 
 
 def _shown(launched: tuple) -> tuple:
@@ -143,9 +86,9 @@ def _gathered(stacks, codes: list) -> pl.Series:
 
 def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     x = trace.x
-    hardware = _hardware(trace)
-    kernels = _kernels(trace, path)
-    launch, stacks = _launcher(trace)
+    hardware = hardware_pids(trace)
+    kernels = kernel_rows(trace, path)
+    launch, stacks = launcher(trace)
     rows: list[tuple] = []
     bad, samples = 0, []
     names, starts, durs, index, args = x.name, x.start, x.dur_us, x.index, x.args
@@ -161,7 +104,7 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
         stream = id_arg(a, "Physic Stream Id")
         if stream is None:
             stream = id_arg(a, "Stream Id")
-        kind = _type_from_name(name)
+        kind = type_from_name(name)
         task = text_arg(a, "Task Type")
         rows.append((index[r], name, kind, task if task else None, starts[r], durs[r],
                      None if stream is None else str(stream), to_int64(id_arg(a, "Task Id")),
@@ -208,12 +151,3 @@ def _communication_rows(trace: Trace) -> list[tuple]:
         rows.append((x.index[r], name, m.group(1) if m else name, "HCCL", x.start[r],
                      x.dur_us[r], *(None,) * (len(_COLUMNS) - 6)))
     return rows
-
-
-@functools.lru_cache(maxsize=8192)    # asked per kernel; a trace has a few hundred names
-def _type_from_name(name: str) -> str | None:
-    """aclnn kernels are `<api>_<tiling>_<OpType>`: the last part is the op type."""
-    parts = name.split("_")
-    if name.startswith("aclnn") and len(parts) >= 3 and parts[-1]:
-        return parts[-1]
-    return None

@@ -1,22 +1,24 @@
 """A trace event's values as the readers use them: ts -> ns, dur -> µs, the kept args.
 
 Each value has ONE scalar definition here (`ns_of`, `dur_of`, `text_arg`, `id_arg`); the column
-forms (`ns_column`, `dur_column`) answer a whole column at once and are exact shortcuts of
-them: the spelling every exporter writes (`digits.ddd` text) is converted by polars, every other
-value goes through the scalar definition (tests/unit/profiling/test_trace_values.py holds
-them equal on generated spellings). A trace holds ~10^5 timestamps, so the per-value Python
-cost was a third of reading one.
+forms (`ns_column`, `dur_column`, `usable_columns`) answer a whole column at once and are exact
+shortcuts of them: a column all in the spelling every exporter writes (`digits.ddd` text) is
+checked and converted by C passes over the whole column (str.join, bytes.translate, msgspec),
+any other column value by value through the scalar definition
+(tests/unit/profiling/test_trace_values.py holds them equal on generated spellings). A trace
+holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. Plain Python
+(no polars), so the reader process trace_ahead.py starts needs no polars import (~0.35 s).
 """
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
-import polars as pl
+import msgspec
 
+from .scalars import MAX_DURATION_US, MAX_START_NS, text_to_ns
 from .trace_decode import SLOT
-from .values import MAX_DURATION_US, MAX_START_NS, text_to_ns
-
 
 
 def ns_of(ts: Any) -> int | None:
@@ -58,9 +60,11 @@ def usable(start: int | None, dur: float | None) -> tuple[float | None, str | No
 
 def usable_columns(starts: list, durs: list) -> tuple[list, list]:
     """`usable` over whole columns: (durations kept, why each event is unusable)."""
-    if None not in starts and None not in durs and len(durs) and pl.Series(
-            durs, dtype=pl.Float64).is_between(0, MAX_DURATION_US).all():
-        return durs, [None] * len(durs)            # the common trace: every event usable
+    if (None not in starts and None not in durs and durs and 0 <= min(durs)
+            and max(durs) <= MAX_DURATION_US and sum(durs) == sum(durs)):
+        # the common trace, every event usable: all in [0, a day] (a NaN first fails `min`,
+        # one anywhere else makes the sum NaN)
+        return durs, [None] * len(durs)
     kept, bad = [], []
     for start, dur in zip(starts, durs):
         k, b = usable(start, dur)
@@ -69,46 +73,51 @@ def usable_columns(starts: list, durs: list) -> tuple[list, list]:
     return kept, bad
 
 
-# The common spellings, converted by polars; anything else (null here) by the scalar form.
-_TS_TEXT = r"^[0-9]{1,16}\.[0-9]{3}$"
-_DUR_TEXT = r"^[0-9]{1,30}(\.[0-9]{1,30})?$"
-
-
 def ns_column(values: list) -> list[int | None]:
-    """[ns_of(v) for v in values], the common spelling by polars."""
-    return _by_column(values, ns_of, lambda s: pl.when(s.str.contains(_TS_TEXT)).then(
-        s.str.replace(".", "", literal=True).cast(pl.Int64, strict=False)))
+    """[ns_of(v) for v in values]: a column all in the common spelling by C passes."""
+    out = _common_ns(values)
+    return list(map(ns_of, values)) if out is None else out
+
+
+_FOURTH_LAST = itemgetter(-4)
+_DIGITS_COMMA = b"0123456789,"
+_INTS = msgspec.json.Decoder(list[int])
+
+
+def _common_ns(values: list) -> list[int] | None:
+    """The ns of a column whose every value is text `digits.ddd` (ns_of's fast case: the dot
+    removed, the digits an int), else None. Checked for the whole column at once: a `.` 4th
+    from the end of each value and no other, nothing but ASCII digits besides (no comma,
+    the separator); the digit runs
+    then decode as one JSON int list (a run with leading zeros, which JSON refuses, by `int`)."""
+    if not values:
+        return []
+    try:
+        joined = ",".join(values)
+        if set(map(_FOURTH_LAST, values)) != {"."}:
+            return None
+    except (TypeError, IndexError):       # a value that is no text, or shorter than `.ddd`
+        return None
+    body = joined.replace(".", "").encode("ascii", "replace")   # non-ASCII: `?`, refused
+    if (len(body) != len(joined) - len(values) or body.count(b",") != len(values) - 1
+            or body.translate(None, _DIGITS_COMMA)):
+        return None                        # a second dot, a comma, or not a digit
+    try:
+        out = _INTS.decode(b"[" + body + b"]")
+    except msgspec.DecodeError:
+        out = list(map(int, body.split(b",")))
+    return out if max(out) < MAX_START_NS else None
 
 
 def dur_column(values: list) -> list[float | None]:
     """[dur_of(v) for v in values]: a column of text all `float` reads (the common trace) by
-    `float` itself, which is dur_of's rule for text (a third of polars' time); else the
-    common spelling by polars."""
+    `float` itself, which is dur_of's rule for text."""
     if set(map(type, values)) == {str}:
         try:
             return list(map(float, values))
         except ValueError:
             pass
-    return _by_column(values, dur_of, lambda s: pl.when(s.str.contains(_DUR_TEXT)).then(
-        s.cast(pl.Float64, strict=False)))
-
-
-def _by_column(values: list, scalar, fast) -> list:
-    """`fast` on the text values, `scalar` wherever it gave no answer for a value present."""
-    if not values:
-        return []
-    if set(map(type, values)) != {str}:
-        values = list(values)
-        text = [v if type(v) is str else None for v in values]
-    else:
-        text = values
-    got = pl.select(fast(pl.lit(pl.Series("v", text, dtype=pl.Utf8)))).to_series()
-    out = got.to_list()
-    if got.null_count():
-        for i in got.is_null().arg_true().to_list():
-            if values[i] is not None:
-                out[i] = scalar(values[i])
-    return out
+    return list(map(dur_of, values))
 
 
 def text_arg(args: Any, key: str) -> str | None:

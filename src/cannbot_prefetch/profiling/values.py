@@ -3,20 +3,16 @@
 Exports quote shapes (three double quotes around `32,9216;4096` in the file), end start times with a TAB, write
 `N/A` where a cell does not apply and prefix dtypes/formats with `DT_`/`FORMAT_`. Start times
 carry up to 19 significant digits, more than a float holds, so they are parsed as decimals.
+One JSON value's forms (and the limits every reader applies) are in scalars.py.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
-
 import polars as pl
 
+from .scalars import MAX_START_NS
+
 _TRIM = ' \t\r\n"'
-_MAX_US = Decimal(9_000_000_000_000_000)  # x1000 still fits int64 ns
-MAX_START_NS = 9_000_000_000_000_000_000
-# No device task or op lasts a day: a longer "duration" is damage, and ns arithmetic on it
-# (start + dur) would leave Int64. Every reader refuses rows beyond it (KernelTable invariant).
-MAX_DURATION_US = 86_400e6
 NULL_TOKENS = ("N/A", "NA", "n/a", "None", "NULL", "null", "")
 
 
@@ -56,51 +52,3 @@ def us_text_to_ns(expr: pl.Expr) -> pl.Expr:
     dec = expr.str.strip_chars(_TRIM).cast(pl.Decimal(38, 3), strict=False)
     ns = dec.to_physical().cast(pl.Int64, strict=False)
     return pl.when(ns < MAX_START_NS).then(ns)   # room left for start + duration in Int64
-
-
-def text_to_ns(value: object) -> int | None:
-    """One decimal µs value (str/int/float text) -> integer ns; None when it is not a number.
-
-    For the JSON readers, which parse floats as text so no digit is lost.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value * 1000 if 0 <= value < 9_000_000_000_000_000 else None
-    text = value if isinstance(value, str) else str(value)
-    whole, dot, frac = text.partition(".")
-    # the common spelling, digits[.ddd], exactly and without Decimal (traces hold ~10^5 of them)
-    if whole.isdigit() and whole.isascii() and len(whole) <= 16 and (
-            not dot or (frac.isdigit() and frac.isascii() and len(frac) <= 3)):
-        ns = int(whole) * 1000 + (int(frac.ljust(3, "0")) if frac else 0)
-        return ns if ns < MAX_START_NS else None
-    text = text.strip().strip('"').strip()
-    try:
-        dec = Decimal(text)
-    except InvalidOperation:
-        return None
-    if not dec.is_finite() or not 0 <= dec < _MAX_US:
-        return None
-    return int((dec * 1000).to_integral_value(rounding="ROUND_HALF_EVEN"))
-
-
-def to_int64(value: object) -> int | None:
-    """A JSON cell -> int that fits Int64, or None."""
-    if type(value) is int:       # the common cell (a trace's ids): no text round trip
-        return value if -(2 ** 63) <= value < 2 ** 63 else None
-    try:
-        out = int(str(value).strip())
-    except (TypeError, ValueError):
-        return None
-    return out if -(2 ** 63) <= out < 2 ** 63 else None
-
-
-def to_number(value: object) -> float | None:
-    """A JSON cell -> float, or None for N/A / garbage."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        out = float(str(value).strip().strip('"'))
-    except ValueError:
-        return None
-    return out if out == out and abs(out) != float("inf") else None

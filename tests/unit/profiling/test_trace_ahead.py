@@ -138,3 +138,14 @@ def test_no_reader_without_a_trace_beside_the_table(tmp_path):
     next(profile.rglob("trace_view.json")).unlink()
     got = _run(profile)
     assert not got["started"] and got["took"] == [] and not any(got["stacks"])
+
+
+def test_the_reader_imports_no_polars():
+    """The reader's work (trace_kernels.stack_columns and what it imports) is plain Python: a
+    polars import there (~0.35 s) would sit on the forked run's critical path."""
+    code = ("import sys; import cannbot_prefetch.profiling.trace_kernels; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('polars', 'libcst')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -58,6 +58,32 @@ def test_columns_equal_scalars(values):
     _check(ident_column, ident, values)
 
 
+# Columns the whole-column path takes or must refuse: every value `digits.ddd` (integer
+# part 0-19 digits, leading zeros, past the ns range) and at most one odd value among them.
+_common = st.builds(lambda a, b: a + "." + b, st.text("0123456789", max_size=19),
+                    st.text("0123456789", min_size=3, max_size=3))
+_odd = st.one_of(_any_json, st.sampled_from(["1.2.345", "1,2.345", "-1.000", "+1.000", "١.٢٣٤",
+                                             "1 .000", "1.0000", "12", "", "0001.000"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_common, min_size=1, max_size=40), st.one_of(st.none(), _odd),
+       st.integers(0, 40))
+def test_common_spelling_columns_equal_scalars(values, odd, at):
+    _check(ns_column, ns_of, values)
+    if odd is not None:
+        _check(ns_column, ns_of, values[:at] + [odd] + values[at:])
+
+
+def test_a_real_length_column_takes_the_whole_column_path():
+    """A trace-sized column of the exporters' spelling: the same ns as value by value."""
+    values = [f"{1736408883716197 + 37 * k}.{k % 1000:03d}" for k in range(20000)]
+    values[7] = "0000000000000000001.000"       # leading zeros: JSON refuses, `int` reads
+    _check(ns_column, ns_of, values)
+    for odd in ("1,2.345", "1.2.345", "-1.000", "1.23", "١.٢٣٤", "9999999999999999.999", 5):
+        _check(ns_column, ns_of, values[:9] + [odd] + values[10:])
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 10**18)),
                           st.one_of(st.none(), st.floats(allow_nan=True),

@@ -6,7 +6,8 @@ import polars as pl
 import pytest
 
 from cannbot_prefetch.profiling import columns as C
-from cannbot_prefetch.profiling.values import clean_text, strip_prefix, text_to_ns, us_text_to_ns
+from cannbot_prefetch.profiling.scalars import text_to_ns
+from cannbot_prefetch.profiling.values import clean_text, strip_prefix, us_text_to_ns
 
 
 @pytest.mark.parametrize("raw, ns", [
@@ -76,7 +77,7 @@ def test_metrics_from_columns():
 
 
 def test_to_int64_ints_text_and_what_is_no_int64():
-    from cannbot_prefetch.profiling.values import to_int64
+    from cannbot_prefetch.profiling.scalars import to_int64
 
     assert to_int64(4294967295) == 4294967295 and to_int64(" 12 ") == 12
     assert to_int64(-(2 ** 63)) == -(2 ** 63) and to_int64(2 ** 63 - 1) == 2 ** 63 - 1
