@@ -58,10 +58,10 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     if hw is None:
         from ..hardware import resolve
         hw = resolve(None, profile_info)
-    cfg, cfg_path = _config(config, model_src)
-    ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
-    ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
-    mapper = Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode)
+    key = _source_key(model_src, config, opts.tp, opts.moe_tp, opts.src_map, opts.mode)
+    ready = _ready.pop(key, None) if key is not None else None
+    cfg, cfg_path, ms, mapper = ready or _source(model_src, config, opts.tp, opts.moe_tp,
+                                                 opts.src_map, opts.mode, pol)
     notes: list[str] = []
     rejections: list[Rejection] = []
     views: list[tuple[Candidate | None, Mapped, Sized]] = []
@@ -167,6 +167,42 @@ def _targets(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, An
         t = TargetSig.of(s)
         rejections.append(Rejection(t.label, code, why, t))
     return signatures, targets, rejections
+
+
+# The model source read ahead (prepare_source), by its arguments: taken once by build_plan.
+_ready: dict[tuple, tuple] = {}
+
+
+def prepare_source(model_src: str, config: str | os.PathLike | None, tp: int = 1,
+                   moe_tp: int = 1, src_map: Sequence[str] = (), mode: str | None = None) -> None:
+    """Read, parse and flatten the model source ahead of build_plan, which takes it when
+    asked with the same arguments (`src_map` as PlanOptions holds it). The model source does
+    not depend on the profile, so the CLI does this while its trace reader works
+    (profiling/trace_ahead.py). Anything wrong is left for build_plan to find and say, in
+    its place: nothing is kept then."""
+    try:
+        pol = policy()
+        mode = mode or pol["plan"].get("mode", "eager")
+        key = _source_key(model_src, config, tp, moe_tp, tuple(src_map), mode)
+        if key is not None:
+            _ready[key] = _source(model_src, config, tp, moe_tp, tuple(src_map), mode, pol)
+    except Exception:           # noqa: BLE001 (build_plan reads it again and reports)
+        pass
+
+
+def _source_key(model_src, config, tp, moe_tp, src_map, mode) -> tuple | None:
+    if isinstance(config, dict):
+        return None
+    return (str(model_src), None if config is None else str(config), tp, moe_tp,
+            tuple(src_map), mode)
+
+
+def _source(model_src, config, tp: int, moe_tp: int, src_map, mode: str, pol: dict):
+    """(config, its path, ModelSource, Mapper): what mapping knows of the model."""
+    cfg, cfg_path = _config(config, model_src)
+    ms = load_model_source(model_src, cfg, cfg_path, tp, moe_tp)
+    ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
+    return cfg, cfg_path, ms, Mapper(ms, parse_src_map(src_map), mode=mode)
 
 
 def _config(config, model_src) -> tuple[dict[str, Any], str]:
