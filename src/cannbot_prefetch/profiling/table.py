@@ -39,7 +39,10 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
     "output_shapes": pl.Utf8,
     "output_dtypes": pl.Utf8,
     "output_formats": pl.Utf8,
-    "stack": pl.Utf8,           # call stack "file(line): func;..." innermost first, when known
+    # call stack "file(line): func;..." innermost first, when known: categorical, since a
+    # stack (~1 KB) repeats every layer and step: each distinct one held once (40 MB -> 0.2 MB
+    # for the 33k kernels of a 120-step Llama trace)
+    "stack": pl.Categorical,
 }
 
 # Extra columns some layouts add after BASE_SCHEMA (absent where the source has nothing):

@@ -80,7 +80,8 @@ def _shown(launched: tuple) -> tuple:
 
 
 def _gathered(stacks, codes: list) -> pl.Series:
-    return pl.Series("stack", list(stacks), dtype=pl.Utf8).gather(
+    """The stack of each row from the distinct stacks and a code per row, each held once."""
+    return pl.Series("stack", list(stacks), dtype=pl.Utf8).cast(pl.Categorical).gather(
         pl.Series(codes, dtype=pl.UInt32))
 
 

@@ -185,7 +185,7 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
                    if c not in present),
                  col("step").alias("_step"), col("stream").alias("_stream"),
                  col("launch_op").alias("_launch"), dur.alias("_dur"), col("sig_id").alias("_sig"),
-                 col("stack").cast(pl.Utf8).fill_null("").alias("_stack")))
+                 col("stack").fill_null("").alias("_stack")))
     # stacks compared by their code: a shifted copy of the text would double its memory
     t, stacks = _coded(t, ["_stack"], "_sk")
     t = (t.drop("_stack")

@@ -114,6 +114,21 @@ def test_trace_view_with_stacks(samples):
     assert df["stack"].is_not_null().sum() >= 70
 
 
+@pytest.mark.parametrize("rel", [f"{L1}/rank0_ascend_pt", f"{MSI}/pytorch_db_level1",
+                                 f"{L1}/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/trace_view.json"])
+def test_each_distinct_stack_is_held_once(samples, rel):
+    """A call stack (~1 KB) repeats every layer and step: the table holds each distinct one
+    once (categorical), whichever reader attached it (kernel table + trace_view, DB, trace)."""
+    df = load_profile(samples / rel).table.df
+    stacks = df["stack"]
+    assert stacks.dtype == pl.Categorical and stacks.is_not_null().sum() > 0
+    texts = stacks.drop_nulls().cast(pl.Utf8)
+    distinct = texts.unique()
+    assert distinct.len() < texts.len()                 # they repeat
+    # the column holds a code per row and the distinct texts, not a text per row
+    assert stacks.estimated_size() < texts.estimated_size() / 2
+
+
 def test_old_trace_view_stream_id(samples):
     p = load_profile(samples / "mstt/advisor_timeline_advice")
     df = p.table.df
