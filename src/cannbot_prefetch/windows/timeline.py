@@ -102,6 +102,7 @@ _WEIGHTED = ("_w", *(f"_w{k}" for k in range(len(PIPE_COUNTERS))))
 # an op's fields in _Op's order, from idx to row (`bytes` and `stack` from codes, below)
 _FIRST = ("_i", "_type", "_name", "core", "start_ns", "_end", "_dur", "_sb", "_sig",
           "_shapes", "_sk", "_step", "_stream", "_ix")
+_TEXTS = ("_type", "_name", "core", "_shapes")
 _JOINING = ("_op", "_end", "_sb", "_launch", *_WEIGHTED)
 
 
@@ -117,8 +118,14 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
     mapped over one), and folds only the joining kernels into theirs."""
     t, shapes, stacks = _layout(df)
     sizes = _ShapeBytes(shapes)
-    first = t.filter(~pl.col("_joins"))
+    first, joining = t.filter(~pl.col("_joins")), t.filter(pl.col("_joins"))
+    del t
     cols = {c: first[c].to_list() for c in _FIRST}
+    # a timeline repeats a few op types, names, cores and shapes 10^4 times: each text once
+    # (to_list makes one per row: 8 MB of a 120-step Llama timeline's 24)
+    held: dict = {}
+    for c in _TEXTS:
+        cols[c] = list(map(held.setdefault, cols[c], cols[c]))
     # bytes: a MatMul's from its signature's roofline, any other op's from its shapes
     nbytes = list(map(sizes.__getitem__, cols["_sb"]))
     sigs = cols["_sig"]
@@ -133,7 +140,6 @@ def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
     per: dict[tuple, list[_Op]] = defaultdict(list)
     for key, op in zip(zip(cols["_step"], cols["_stream"]), made):
         per[key].append(op)
-    joining = t.filter(pl.col("_joins"))
     ops = dict(zip(cols["_i"], made)) if joining.height else {}
     for i, end, sb, launch, w, *pw in zip(*(joining[c].to_list() for c in _JOINING)):
         last = ops[i]       # same framework op: merge its kernels into one predecessor
