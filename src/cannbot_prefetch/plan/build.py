@@ -58,10 +58,8 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     if hw is None:
         from ..hardware import resolve
         hw = resolve(None, profile_info)
-    key = _source_key(model_src, config, opts.tp, opts.moe_tp, opts.src_map, opts.mode)
-    ready = _ready.pop(key, None) if key is not None else None
-    cfg, cfg_path, ms, mapper = ready or _source(model_src, config, opts.tp, opts.moe_tp,
-                                                 opts.src_map, opts.mode, pol)
+    ready = _ready.pop(_source_key(model_src, config, opts), None)
+    cfg, cfg_path, ms, mapper = ready or _source(model_src, config, opts, pol)
     notes: list[str] = []
     rejections: list[Rejection] = []
     views: list[tuple[Candidate | None, Mapped, Sized]] = []
@@ -182,27 +180,29 @@ def prepare_source(model_src: str, config: str | os.PathLike | None, tp: int = 1
     its place: nothing is kept then."""
     try:
         pol = policy()
-        mode = mode or pol["plan"].get("mode", "eager")
-        key = _source_key(model_src, config, tp, moe_tp, tuple(src_map), mode)
+        opts = with_defaults(PlanOptions(tp=tp, moe_tp=moe_tp, src_map=tuple(src_map),
+                                         mode=mode), pol)
+        key = _source_key(model_src, config, opts)
         if key is not None:
-            _ready[key] = _source(model_src, config, tp, moe_tp, tuple(src_map), mode, pol)
+            _ready[key] = _source(model_src, config, opts, pol)
     except Exception:           # noqa: BLE001 (build_plan reads it again and reports)
         pass
 
 
-def _source_key(model_src, config, tp, moe_tp, src_map, mode) -> tuple | None:
+def _source_key(model_src, config, opts: PlanOptions) -> tuple | None:
+    """What the model source read depends on; None (never read ahead) for a config dict."""
     if isinstance(config, dict):
         return None
-    return (str(model_src), None if config is None else str(config), tp, moe_tp,
-            tuple(src_map), mode)
+    return (str(model_src), None if config is None else str(config), opts.tp, opts.moe_tp,
+            tuple(opts.src_map), opts.mode)
 
 
-def _source(model_src, config, tp: int, moe_tp: int, src_map, mode: str, pol: dict):
+def _source(model_src, config, opts: PlanOptions, pol: dict):
     """(config, its path, ModelSource, Mapper): what mapping knows of the model."""
     cfg, cfg_path = _config(config, model_src)
-    ms = load_model_source(model_src, cfg, cfg_path, tp, moe_tp)
+    ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
     ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
-    return cfg, cfg_path, ms, Mapper(ms, parse_src_map(src_map), mode=mode)
+    return cfg, cfg_path, ms, Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode)
 
 
 def _config(config, model_src) -> tuple[dict[str, Any], str]:

@@ -88,8 +88,8 @@ def _common_ns(values: list) -> list[int] | None:
     """The ns of a column whose every value is text `digits.ddd` (ns_of's fast case: the dot
     removed, the digits an int), else None. Checked for the whole column at once: a `.` 4th
     from the end of each value and no other, nothing but ASCII digits besides (no comma,
-    the separator); the digit runs
-    then decode as one JSON int list (a run with leading zeros, which JSON refuses, by `int`)."""
+    the separator); the digit runs then decode as one JSON int list (a run with leading
+    zeros, which JSON refuses, by `int`)."""
     if not values:
         return []
     try:
