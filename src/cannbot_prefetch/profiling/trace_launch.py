@@ -30,10 +30,11 @@ class HostThread:
     def __init__(self, keyed: list[tuple[int, int, int]], x: Columns, markers: dict):
         keyed.sort()                                   # (start, -end, row)
         starts, ends, rows = zip(*keyed) if keyed else ((), (), ())
+        keyed.clear()       # consumed: its 10^4-10^5 tuples gone before the answers are built
         self.rows = list(rows)
         self.starts = list(starts)
         self.ends = ends = list(map(neg, ends))
-        parent = [-1] * len(keyed)
+        parent = [-1] * len(rows)
         stack: list[int] = []
         for k, end in enumerate(ends):
             while stack and ends[stack[-1]] < end:

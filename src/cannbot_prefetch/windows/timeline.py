@@ -104,6 +104,8 @@ _FIRST = ("_i", "_type", "_name", "core", "start_ns", "_end", "_dur", "_sb", "_s
           "_shapes", "_sk", "_step", "_stream", "_ix")
 _TEXTS = ("_type", "_name", "core", "_shapes")
 _JOINING = ("_op", "_end", "_sb", "_launch", *_WEIGHTED)
+# what `_layout` hands on (the shape, counter and raw text columns are coded or read by then)
+_KEPT = tuple(dict.fromkeys((*_FIRST, *_JOINING, "_joins")))
 
 
 def _timelines(df: pl.DataFrame, sig_bytes: dict[int, int],
@@ -185,13 +187,15 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
              & (stack.shift(1).over(part) == stack)).fill_null(False)
     dur = pl.col("dur_us").cast(pl.Float64).fill_null(0.0) if "dur_us" in cols else pl.lit(0.0)
     present = [c for c in _SHAPES if c in cols]
-    t = (df.filter(pl.col("start_ns").is_not_null()).sort("start_ns", maintain_order=True)
-         .select("start_ns", *dict.fromkeys([*present, *(c for c in PIPES if c in cols)]),
-                 *(col(c).alias(c) for c in ("type", "name", "core", "input_shapes", "_ix")
-                   if c not in present),
-                 col("step").alias("_step"), col("stream").alias("_stream"),
-                 col("launch_op").alias("_launch"), dur.alias("_dur"), col("sig_id").alias("_sig"),
-                 col("stack").fill_null("").alias("_stack")))
+    # the columns read, then filtered and sorted: a sort gathers every column it carries
+    t = (df.select("start_ns", *dict.fromkeys([*present, *(c for c in PIPES if c in cols)]),
+                   *(col(c).alias(c) for c in ("type", "name", "core", "input_shapes", "_ix")
+                     if c not in present),
+                   col("step").alias("_step"), col("stream").alias("_stream"),
+                   col("launch_op").alias("_launch"), dur.alias("_dur"),
+                   col("sig_id").alias("_sig"),
+                   col("stack").fill_null("").alias("_stack"))
+         .filter(pl.col("start_ns").is_not_null()).sort("start_ns", maintain_order=True))
     # stacks compared by their code: a shifted copy of the text would double its memory
     t, stacks = _coded(t, ["_stack"], "_sk")
     t = (t.drop("_stack")
@@ -201,9 +205,11 @@ def _layout(df: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple], list[str]]:
          .with_columns(pl.when(pl.col("_joins")).then(None).otherwise(pl.col("_i"))
                        .forward_fill().over(part).alias("_op"), *_shown()))
     if not present:
-        return t.with_columns(pl.lit(0).alias("_sb")), [(None,) * len(_SHAPES)], stacks
+        return (t.with_columns(pl.lit(0).alias("_sb")).select(_KEPT),
+                [(None,) * len(_SHAPES)], stacks)
     t, combos = _coded(t, present, "_sb")
-    return t, [tuple(dict(zip(present, r)).get(c) for c in _SHAPES) for r in combos], stacks
+    return (t.select(_KEPT),
+            [tuple(dict(zip(present, r)).get(c) for c in _SHAPES) for r in combos], stacks)
 
 
 def _shown() -> list[pl.Expr]:
@@ -219,11 +225,13 @@ def _shown() -> list[pl.Expr]:
 
 def _coded(t: pl.DataFrame, on: list[str], code: str) -> tuple[pl.DataFrame, list]:
     """`t` with `code` indexing the distinct values of the columns `on` (one value or a tuple
-    of them each), listed in order of first appearance."""
-    distinct = t.select(on).unique(maintain_order=True).with_row_index(code)
-    t = t.join(distinct, on=on, how="left", nulls_equal=True, maintain_order="left")
+    of them each), listed in order of first appearance. Only `on` goes through the join (a
+    join gathers every column it carries: the whole table would be copied)."""
+    keys = t.select(on)
+    distinct = keys.unique(maintain_order=True).with_row_index(code)
+    codes = keys.join(distinct, on=on, how="left", nulls_equal=True, maintain_order="left")
     values = distinct.select(on).rows() if len(on) > 1 else distinct[on[0]].to_list()
-    return t, values
+    return t.with_columns(codes[code]), values
 
 
 def _weighted_pipes(cols) -> list[pl.Expr]:
