@@ -3,11 +3,14 @@
 A stack-carrying trace is the slowest input of `analyze` (decoding it and finding each
 kernel's launching host span is most of a 120-step run), yet the analysis needs its call
 stacks only once the kernel table is read; until then the command imports polars, libcst and
-the stages and reads the CSV, a second or so on a slow host. `start` (called by the CLI before
-those imports) forks a reader for the trace that discovery finds beside the table; the reader
-computes `trace_kernels.stack_columns` and pipes the lists back (marshal: plain values, no code
-runs on load); `take`, asked by `trace_reader.trace_stacks`, waits for them. The two overlap on
-a host with two free cores and cost one fork and one pipe where there is one.
+the stages and reads the CSV, a second or so on a slow host. `start` (called by the console
+script from the command's words before typer is imported, console._read_ahead, and by the CLI
+once it has parsed them, before the heavy imports; a second call for the same trace keeps the
+first reader, one for another trace stops it) forks a reader for the trace that discovery
+finds beside the table; the reader computes `trace_kernels.stack_columns` and pipes the lists
+back (marshal: plain values, no code runs on load); `take`, asked by
+`trace_reader.trace_stacks`, waits for them. The two overlap on a host with two free cores and
+cost one fork and one pipe where there is one.
 
 Only a process that has started no thread and imported no polars forks (a forked child holds
 no threads, so a thread pool started before it would be missing there), on Linux, with two or
@@ -55,6 +58,9 @@ def start(profile: str | os.PathLike | None, rank=None, run: str | None = None) 
             return False
     except Exception:           # noqa: BLE001 (the load reports it, in this process)
         return False
+    if (str(trace), cap) in _pending:       # started already, from the command line's words
+        return True
+    _discard()                  # one started for another trace: nobody will take it
     return _fork(Path(trace), cap)
 
 

@@ -149,3 +149,57 @@ def test_the_reader_imports_no_polars():
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == "[]"
+
+
+_TWICE = r"""
+import json, os, sys
+from cannbot_prefetch.profiling import trace_ahead
+a, b = sys.argv[1], sys.argv[2]
+out = {"first": trace_ahead.start(a)}
+first = [pid for pid, _, _ in trace_ahead._pending.values()]
+out["again"] = trace_ahead.start(a)                  # the CLI, after the console's guess
+out["same"] = [pid for pid, _, _ in trace_ahead._pending.values()] == first
+out["other"] = trace_ahead.start(b)                  # the guess read another trace
+out["traces"] = [t for t, _ in trace_ahead._pending]
+try:
+    os.kill(first[0], 0)
+    out["first_alive"] = True
+except ProcessLookupError:
+    out["first_alive"] = False
+print(json.dumps(out))
+"""
+
+
+def test_a_reader_started_twice_forks_once_and_one_for_another_trace_is_stopped(tmp_path):
+    """The console's guess at the command line (console._read_ahead) and the CLI's own start:
+    the same trace keeps the first reader; another trace stops it (nobody would take it)."""
+    a, b = _copy(EXAMPLE, tmp_path / "a"), _copy(EXAMPLE, tmp_path / "b")
+    proc = subprocess.run([sys.executable, "-c", _TWICE, str(a), str(b)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["first"] and got["again"] and got["same"] and got["other"]
+    assert got["traces"] == [str(next(b.rglob("trace_view.json")))]
+    assert got["first_alive"] is False
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["prefetch", "analyze", "P"], ("P", None, None)),
+    (["prefetch", "analyze", "P", "--rank", "3", "--run", "R", "--json"], ("P", 3, "R")),
+    (["prefetch", "analyze", "P", "--model-src", "m.py", "--rank=2"], ("P", 2, None)),
+    (["prefetch", "analyze", "--rank", "1", "P"], None),          # options first: no guess
+    (["prefetch", "analyze", "P", "--help"], None),
+    (["prefetch", "analyze", "P", "--rank", "all"], None),        # every rank: no read ahead
+    (["prefetch", "analyze", "P", "--rank", "-1"], None),         # the CLI refuses it
+    (["prefetch", "analyze", "P", "--rank"], None),
+    (["prefetch", "verify", "P"], None),
+    (["prefetch", "analyze"], None),
+])
+def test_the_console_guesses_the_profile_from_plain_words(monkeypatch, argv, expected):
+    from cannbot_prefetch import console
+
+    calls = []
+    monkeypatch.setattr(trace_ahead, "start", lambda p, rank=None, run=None:
+                        calls.append((p, rank, run)) or False)
+    console._read_ahead(argv)
+    assert calls == ([] if expected is None else [expected])
