@@ -44,7 +44,7 @@ def _read_ahead(argv: list[str]) -> None:
             opts[name] = value
     rank = opts.get("--rank")
     if rank is not None:
-        if not rank.isdigit():
+        if not (rank.isascii() and rank.isdigit()):
             return              # `all` reads no trace ahead; anything else the CLI refuses
         rank = int(rank)
     from ..profiling import trace_ahead

@@ -192,6 +192,7 @@ def test_a_reader_started_twice_forks_once_and_one_for_another_trace_is_stopped(
     (["prefetch", "analyze", "P", "--rank", "all"], None),        # every rank: no read ahead
     (["prefetch", "analyze", "P", "--rank", "-1"], None),         # the CLI refuses it
     (["prefetch", "analyze", "P", "--rank"], None),
+    (["prefetch", "analyze", "P", "--rank", "\u00b2"], None),    # a digit int() refuses
     (["prefetch", "verify", "P"], None),
     (["prefetch", "analyze"], None),
 ])
