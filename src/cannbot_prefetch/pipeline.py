@@ -104,12 +104,13 @@ def prepare_source(model_src: str, model_config, tp: int, moe_tp: int,
     """The model source read ahead for a later build_plan with the same arguments
     (plan/build.py `prepare_source`); whatever is wrong is said there, in its place."""
     from .plan.build import prepare_source as prepare
+    from .plan.options import src_map_entries
 
     try:
         src = resolve_model_src(model_src)
     except InputError:
         return
-    prepare(src, model_config, tp, moe_tp, tuple(f"{a}={b}" for a, b in src_map), mode)
+    prepare(src, model_config, tp, moe_tp, src_map_entries(src_map), mode)
 
 
 def resolve_model_src(src: str) -> str:

@@ -115,7 +115,7 @@ class Analysis:
         """The targets' dependency windows on the timeline (no model source needed)."""
         if self.roofline is None:
             raise InputError("windows need a profile (the timeline)")
-        from ..plan.build import PlanOptions
+        from ..plan.options import PlanOptions, src_map_entries
 
         if self.ranks is not None:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback)
@@ -136,7 +136,7 @@ class Analysis:
         name). `targets` (CLASS.ATTR): manual mode; `window`: one dependency for every target,
         or one per target in the same order. `out`: the folder the plan will be saved in (its
         target paths are relative to it); nothing is written here."""
-        from ..plan.build import PlanOptions
+        from ..plan.options import PlanOptions, src_map_entries
 
         (progress or _quiet)("progress.plan")
         if self.ranks is not None and self.roofline is not None and not targets:
@@ -146,7 +146,7 @@ class Analysis:
             targets=tuple(targets),
             window=window if window is None or isinstance(window, str) else tuple(window),
             dtype=dtype, mode=mode, max_sites=max_sites,
-            max_size_cap=max_size_cap, src_map=tuple(f"{a}={b}" for a, b in src_map),
+            max_size_cap=max_size_cap, src_map=src_map_entries(src_map),
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
         plan, design, rejections = pipeline.build_plan(self.roofline, self.info, self.hardware,

@@ -34,6 +34,12 @@ class PlanOptions:
                                            # that hold on every rank); None for one rank
 
 
+def src_map_entries(pairs) -> tuple[str, ...]:
+    """(OLD, NEW) path-prefix pairs as `PlanOptions.src_map` holds them (`OLD=NEW`): one
+    spelling for the plan and the model source read ahead, whose key must match it."""
+    return tuple(f"{a}={b}" for a, b in pairs)
+
+
 def with_defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
     mode = o.mode or pol["plan"].get("mode", "eager")
     if mode not in MODES:
