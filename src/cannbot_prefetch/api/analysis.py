@@ -221,12 +221,17 @@ class Planned:
         return render_design(self.design)
 
     def files(self) -> dict[Path, str]:
-        """Every output, rendered: {path: text}."""
+        """Every output, rendered: {path: text}; the design's pictures (plan/picture.py) beside it."""
+        from ..plan.picture import as_files, pictures
+
         out = Path(self.out if self.out is not None else ".")
-        return {out / self.PLAN_NAME: self.plan_text(), out / self.DESIGN_NAME: self.design_text()}
+        files = {out / self.PLAN_NAME: self.plan_text(), out / self.DESIGN_NAME: self.design_text()}
+        files.update({out / name: svg for name, svg in as_files(pictures(self.design)).items()})
+        return files
 
     def save(self) -> list[str]:
-        """Write the plan and the design into `out`, each atomically, once both rendered."""
+        """Write the plan, the design and its pictures into `out`, each atomically, once all are
+        rendered."""
         return _write_all(self.files())
 
     def to_json(self, outputs: Sequence[str] = ()) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from ..gain import optimistic_share
 from ..i18n import texts
 from .design_inputs import DesignInputs, SiteView
+from .picture import links, pictures
 from .schema import decode_guard_text
 from .ranks_design import rank_lines
 
@@ -78,6 +79,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         if shift in ("earlier", "later", "fallback") and v.candidate is not None:
             L.append(f"  {t['shift_placed'].format(shift=shift)}")
     L.append("")
+    pics = pictures(d)
+    if pics:
+        L += [t["pictures"], ""] + [f"{line}" for line in links(pics)] + [""]
 
     L += [f"## {t['files']}", ""]
     files = sorted({s.target.file for s in d.plan.sites})
