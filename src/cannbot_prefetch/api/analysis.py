@@ -239,7 +239,8 @@ class Planned:
         from . import analysis_json as aj
 
         return aj.document(self.analysis, top=self.top,
-                           candidates=[aj.site_json(v) for v in self.design.sites],
+                           candidates=[aj.site_json(v, self.analysis.hardware)
+                                       for v in self.design.sites],
                            rejections=[r.to_dict() for r in self.rejections],
                            notes=list(self.notes), outputs=list(outputs))
 
