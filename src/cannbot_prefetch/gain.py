@@ -89,9 +89,8 @@ def idle_us(g: GainInputs, hw: Any) -> float:
 def hidden_bytes(p_bytes: int, g: GainInputs, hw: Any, pol: dict[str, Any] | None = None
                  ) -> tuple[int, int, int]:
     """Bytes of a `p_bytes` prefetch that land before the target, at the low / mid / high rate."""
-    idle = idle_us(g, hw) * 1e-6
-    return tuple(int(min(p_bytes, idle * r)) if idle != float("inf") else int(p_bytes)
-                 for r in rates(g, hw, pol))
+    idle = idle_us(g, hw) * 1e-6          # inf for per_call_bound's whole-prefetch window
+    return tuple(int(min(p_bytes, idle * r)) for r in rates(g, hw, pol))
 
 
 def expected(p_bytes: int, g: GainInputs | None, hw: Any, pol: dict[str, Any] | None = None

@@ -231,8 +231,15 @@ class Planned:
 
     def save(self) -> list[str]:
         """Write the plan, the design and its pictures into `out`, each atomically, once all are
-        rendered."""
-        return _write_all(self.files())
+        rendered. Pictures an earlier run left for layers this plan no longer has are removed,
+        so the folder holds the design's own pictures only."""
+        files = self.files()
+        written = _write_all(files)
+        out = Path(self.out if self.out is not None else ".")
+        for old in sorted(out.glob("prefetch_design.layer*.svg")):
+            if old not in files:
+                old.unlink(missing_ok=True)
+        return written
 
     def to_json(self, outputs: Sequence[str] = ()) -> dict[str, Any]:
         """The `analyze --json` document; `outputs`: what `save()` wrote."""

@@ -124,3 +124,14 @@ def test_hbm_busy_share_is_bytes_over_hbm_over_time(planned):
     assert float(gate.get("data-busy")) == pytest.approx(want, abs=0.02)
     norms = [g for g in root.iter(f"{SVG}g") if g.get("data-type") == "RmsNorm"]
     assert norms and all(float(g.get("data-busy")) < 0.05 for g in norms)
+
+
+def test_a_picture_left_by_an_earlier_run_is_removed(planned, tmp_path):
+    res, out, _, _ = planned
+    from dataclasses import replace
+
+    again = replace(res, out=str(tmp_path))
+    (tmp_path / "prefetch_design.layer7.svg").write_text("<svg/>", encoding="utf-8")
+    (tmp_path / "mine.svg").write_text("<svg/>", encoding="utf-8")
+    again.save()
+    assert sorted(p.name for p in tmp_path.glob("*.svg")) == ["mine.svg", "prefetch_design.layer1.svg"]
