@@ -286,3 +286,21 @@ def test_the_cmo_rate_is_calibrated_from_the_optimized_profile(make_report):
 def test_no_cmo_task_leaves_the_rate_uncalibrated(make_report):
     d = make_report(Variant(target_factor=0.8), verify=OK)
     assert d.cmo is None
+
+
+def test_the_next_plan_carries_its_rungs_in_bytes(make_report):
+    # the next plan's evidence.ladder_bytes follows the new size: after a raise to 0.7 of a
+    # 32 MiB weight (no binding cap below it), up 1.0 = the whole weight, down 0.5 / 0.3 / 0.1
+    # scale the new size by rung / 0.7 (sizing.rung_sizes)
+    from dataclasses import replace
+
+    from cannbot_prefetch.report.nextplan import next_plan
+
+    d = make_report(Variant(target_factor=0.8), verify=OK)
+    site = d.plan.sites[0]
+    site = replace(site, evidence={**site.evidence, "ladder_bytes": {"up": [1, 1], "down": [1, 1]}})
+    nxt = next_plan(replace(d.plan, sites=(site,)), {v.site_id: v for v in d.verdicts}, {})
+    new = int(WEIGHT * 0.7)
+    assert nxt.sites[0].max_size == new
+    assert nxt.sites[0].evidence["ladder_bytes"] == {
+        "up": [WEIGHT], "down": [int(new * 0.5 / 0.7), int(new * 0.3 / 0.7), int(new * 0.1 / 0.7)]}
