@@ -191,7 +191,7 @@ def rung_sizes(weight: int, size: int, coef: float, budget: int | None,
     smallest binding cap, None = none). Down: the planned size scaled by rung / coefficient (0.3
     and 0.1 of 0.5), so a size the budget already cut still goes down. Each at least 1 byte."""
     up = [max(1, min(int(weight * c), budget if budget is not None else weight))
-          for c in ladder.get("up", [])]
-    down = [max(1, int(size * c / coef)) for c in ladder.get("down", []) if coef > 0]
+          for c in ladder.get("up", []) if c > coef]      # a GMM sized at 1.0 has no rung up
+    down = [max(1, int(size * c / coef)) for c in ladder.get("down", []) if 0 < c < coef]
     return {"up": up, "down": down}
 

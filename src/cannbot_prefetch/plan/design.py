@@ -206,12 +206,15 @@ def _ladder_lines(site, t: dict[str, str]) -> list[str]:
     rungs = (site.evidence or {}).get("ladder_bytes")
     if not isinstance(rungs, dict):
         return []
+    c0 = site.basis.coefficient
+    up = [c for c in site.ladder.get("up", []) if c > c0]        # as rung_sizes keeps them
+    down = [c for c in site.ladder.get("down", []) if 0 < c < c0]
+
     def fmt(coefs, sizes):
-        return " → ".join(f"{c:g}: {n / 2**20:.2f} MiB" for c, n in zip(coefs, sizes))
+        return " → ".join(f"{c:g}: {n / 2**20:.2f} MiB" for c, n in zip(coefs, sizes)) or "–"
     return [t["ladder_sizes"].format(
-        planned=f"{site.max_size / 2**20:.2f} MiB", coef=f"{site.basis.coefficient:g}",
-        up=fmt(site.ladder.get("up", []), rungs.get("up", [])),
-        down=fmt(site.ladder.get("down", []), rungs.get("down", [])), id=site.id), ""]
+        planned=f"{site.max_size / 2**20:.2f} MiB", coef=f"{c0:g}",
+        up=fmt(up, rungs.get("up", [])), down=fmt(down, rungs.get("down", [])), id=site.id), ""]
 
 
 def _why(v: SiteView, t: dict[str, str]) -> str:

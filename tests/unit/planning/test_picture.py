@@ -135,3 +135,21 @@ def test_a_picture_left_by_an_earlier_run_is_removed(planned, tmp_path):
     (tmp_path / "mine.svg").write_text("<svg/>", encoding="utf-8")
     again.save()
     assert sorted(p.name for p in tmp_path.glob("*.svg")) == ["mine.svg", "prefetch_design.layer1.svg"]
+
+
+def test_the_caps_table_marks_only_the_cap_that_binds(planned):
+    # issue 30 part 4: per planned site, "binds" on the bound_by row only (none when the
+    # coefficient sets the size); a binding kind above max_size reads "no: above max_size"
+    res, out, _, _ = planned
+    design = (out / "prefetch_design.md").read_text(encoding="utf-8")
+    for site in res.plan.sites:
+        table = design.split(f"**{site.id}** —", 1)[1].split("bound by **", 1)[0]
+        rows = {r.split("|")[1].strip(): r.split("|")[3].strip()
+                for r in table.splitlines() if r.startswith("| ") and not r.startswith("| Cap")}
+        binds = [name for name, mark in rows.items() if mark == "**binds**"]
+        want = [] if site.basis.bound_by == "coefficient" else [site.basis.bound_by]
+        assert binds == want, rows
+        for c in site.basis.caps:
+            if c.binding and c.name not in ("weight", site.basis.bound_by):
+                assert rows[c.name] == "no: above max_size" and c.bytes >= site.max_size
+    assert any(s.basis.bound_by == "hbm_headroom" for s in res.plan.sites)   # both cases seen

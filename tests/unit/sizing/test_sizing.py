@@ -101,6 +101,8 @@ def test_moe_gmm_formulas():
     assert theoretical_bytes(g1q)[0] == 2048 * 768 * 2 * 1 // 2 * 8 // 2 == 6291456
     s = size_site(g2, WindowTime(None), None, B3)
     assert s.max_size == 25165824 and s.basis.coefficient == 1.0
+    # sized at 1.0: no rung up; down 0.3 and 0.1 of the formula's size
+    assert s.ladder_bytes == {"up": [], "down": [int(25165824 * 0.3), int(25165824 * 0.1)]}
     with pytest.raises(InputError, match="experts_per_rank"):
         theoretical_bytes(Weight((8, 1536, 2048), 2, "gmm1", 2048, 768))
 
