@@ -9,9 +9,11 @@ max_size = min(weight bytes x coefficient, the binding caps), caps shown side by
     measurement, so by default this cap is a risk, shown but not binding; it binds when the user
     gives the rate (`--cmo-bw`) or `report` calibrated it from CMO tasks in a prefetch-on profile
     (the next plan carries it).
-The smallest binding cap applies and is named in `basis.bound_by`. The coefficient starts at 0.5;
-the ladder (0.7 -> 1.0 up, 0.3 -> 0.1 down) is recorded for tuning. `max_size` is always a
-positive int.
+The smallest binding cap applies and is named in `basis.bound_by`. The coefficient starts at 0.5
+(seed 003's first rung); the ladder (0.7 -> 1.0 up, 0.3 -> 0.1 down) is recorded for tuning, and
+in bytes (`ladder_bytes`): an up rung is that share of the weight, up to the whole weight, but
+never past the budget (the smallest binding cap: a window carries no more); a down rung scales
+the planned size as the seed's rungs scale 0.5. `max_size` is always a positive int.
 
 Seed formulas (b = bytes per element): q/o H*H*b, gate_up H*I*2*b, down I*H*b, QBMM (int8)
 H*H*1, MoE `gmm1 = H*I*2*b // moe_tp * experts_per_rank // 2`, `gmm2 = H*I*b // moe_tp *
@@ -78,6 +80,7 @@ class Sized:
     notes: tuple[str, ...] = field(default_factory=tuple)
     gain_inputs: GainInputs | None = None   # what the plan records so report can recompute
     blocked: str = ""                  # why the site is not worth it whatever its gain (MoE)
+    ladder_bytes: dict[str, list[int]] = field(default_factory=dict)   # the rungs as sizes
 
     @property
     def mid(self) -> float:
@@ -171,11 +174,24 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
                   bound_by, f"{formula} x {use_coef:g}")
     ladder = {"up": [float(x) for x in sz["ladder_up"]],
               "down": [float(x) for x in sz["ladder_down"]]}
+    budget = min((c.bytes for c in caps[1:] if c.binding), default=None)
+    rungs = rung_sizes(theory, int(size), use_coef, budget, ladder)
     g_in = gain_in.stored() if gain_in is not None else None
     g = expected(int(size), g_in, hw, pol)
     if g is not None and g.optimistic:
         notes.append(f"optimistic: predicted {g.per_op.mid:.1f} of {g_in.mean_us:.1f} µs per op "
                      f"(> {pol['benefit']['optimistic_op_share']:.0%}); public gains are 0.35-8.9%")
     return Sized(int(size), basis, ladder, g.per_step if g else None, g.per_op if g else None,
-                 bool(g and g.optimistic), theory, tuple(notes), g_in)
+                 bool(g and g.optimistic), theory, tuple(notes), g_in, ladder_bytes=rungs)
+
+
+def rung_sizes(weight: int, size: int, coef: float, budget: int | None,
+               ladder: dict[str, list[float]]) -> dict[str, list[int]]:
+    """The ladder in bytes. Up: share x weight (1.0 = the whole weight), at most `budget` (the
+    smallest binding cap, None = none). Down: the planned size scaled by rung / coefficient (0.3
+    and 0.1 of 0.5), so a size the budget already cut still goes down. Each at least 1 byte."""
+    up = [max(1, min(int(weight * c), budget if budget is not None else weight))
+          for c in ladder.get("up", []) if c > coef]      # a GMM sized at 1.0 has no rung up
+    down = [max(1, int(size * c / coef)) for c in ladder.get("down", []) if 0 < c < coef]
+    return {"up": up, "down": down}
 

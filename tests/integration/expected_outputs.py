@@ -54,7 +54,8 @@ EXAMPLES = (
     Example("qwen2.5-3b-zh", "qwen2", "zh", profile="profile-910b4", subdir="expected/910b4"),
 )
 # Compared as text after normalization; the chart is binary and only checked to exist.
-TEXT_FILES = ("analyze.json", "prefetch_plan.yaml", "prefetch_design.md", "report/report.md",
+TEXT_FILES = ("analyze.json", "prefetch_plan.yaml", "prefetch_design.md", "prefetch_design.layer1.svg",
+              "report/report.md",
               "report/prefetch_plan.next.yaml", "report/run_prefetch_ab.py", "report/report.json")
 BINARY_FILES = ("report/report.roofline.png",)
 

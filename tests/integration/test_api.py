@@ -52,7 +52,7 @@ def test_analysis_writes_nothing_until_save(tmp_path):
     assert planned.plan.sites and not out.exists()
     assert planned.analysis.top(1)[0].verdict == "memory-bound"
     written = planned.save()
-    assert _tree(out) == ["prefetch_design.md", "prefetch_plan.yaml"]
+    assert _tree(out) == ["prefetch_design.layer1.svg", "prefetch_design.md", "prefetch_plan.yaml"]
     assert (out / "prefetch_plan.yaml").read_text(encoding="utf-8") == planned.plan_text()
     doc = planned.to_json(written)
     assert doc["outputs"] == written and [c["site"] for c in doc["candidates"] if c["planned"]] \

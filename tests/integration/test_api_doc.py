@@ -40,7 +40,8 @@ def test_api_doc_example_runs(tmp_path, monkeypatch, capsys):
 
     out = tmp_path / "out"
     # what the page says it writes, and nothing inside the repository
-    assert sorted(ns["written"]) == ["out/prefetch_design.md", "out/prefetch_plan.yaml"]
+    assert sorted(ns["written"]) == ["out/prefetch_design.layer1.svg", "out/prefetch_design.md",
+                                     "out/prefetch_plan.yaml"]
     assert (out / "prefetch_plan.yaml").is_file() and (out / "prefetch_design.md").is_file()
     assert ns["planned"].plan.sites, ns["planned"].rejections
     assert ns["pending"].status is cp.Status.CHECK_FAILED          # before apply: pending

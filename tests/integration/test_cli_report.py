@@ -50,7 +50,7 @@ def test_ab_report_writes_every_output(tmp_path):
 
 
 def test_json_result(tmp_path):
-    plan, a, b = _pair(tmp_path, Variant(window_factor=1.1))
+    plan, a, b = _pair(tmp_path, Variant(window_factor=1.1, cmo_us=10))
     res = _run("--plan", plan, "--baseline", a, "--optimized", b, "--out", tmp_path / "o" / "r.md", "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)

@@ -221,20 +221,33 @@ class Planned:
         return render_design(self.design)
 
     def files(self) -> dict[Path, str]:
-        """Every output, rendered: {path: text}."""
+        """Every output, rendered: {path: text}; the design's pictures (plan/picture.py) beside it."""
+        from ..plan.picture import as_files, pictures
+
         out = Path(self.out if self.out is not None else ".")
-        return {out / self.PLAN_NAME: self.plan_text(), out / self.DESIGN_NAME: self.design_text()}
+        files = {out / self.PLAN_NAME: self.plan_text(), out / self.DESIGN_NAME: self.design_text()}
+        files.update({out / name: svg for name, svg in as_files(pictures(self.design)).items()})
+        return files
 
     def save(self) -> list[str]:
-        """Write the plan and the design into `out`, each atomically, once both rendered."""
-        return _write_all(self.files())
+        """Write the plan, the design and its pictures into `out`, each atomically, once all are
+        rendered. Pictures an earlier run left for layers this plan no longer has are removed,
+        so the folder holds the design's own pictures only."""
+        files = self.files()
+        written = _write_all(files)
+        out = Path(self.out if self.out is not None else ".")
+        for old in sorted(out.glob("prefetch_design.layer*.svg")):
+            if old not in files:
+                old.unlink(missing_ok=True)
+        return written
 
     def to_json(self, outputs: Sequence[str] = ()) -> dict[str, Any]:
         """The `analyze --json` document; `outputs`: what `save()` wrote."""
         from . import analysis_json as aj
 
         return aj.document(self.analysis, top=self.top,
-                           candidates=[aj.site_json(v) for v in self.design.sites],
+                           candidates=[aj.site_json(v, self.analysis.hardware)
+                                       for v in self.design.sites],
                            rejections=[r.to_dict() for r in self.rejections],
                            notes=list(self.notes), outputs=list(outputs))
 

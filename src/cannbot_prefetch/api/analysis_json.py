@@ -51,8 +51,22 @@ def not_target_json(s, code: str, why: str) -> dict[str, Any]:
     return {"signature": sig_label(s), "reason_code": code, "reason": why}
 
 
-def site_json(view) -> dict[str, Any]:
-    """A planned or listed site (plan.design_inputs.SiteView)."""
+def gain_bounds_json(site, hw) -> dict[str, Any] | None:
+    """What the low / mid / high saving rests on (gain.py): the prefetch rate of each bound (low
+    = one CMO stream, high = HBM), the window's HBM-idle time and the bytes hidden at each rate."""
+    from ..gain import hidden_bytes, idle_us, inputs_of, rates
+
+    g = inputs_of(site)
+    if g is None or hw is None:
+        return None
+    keys = ("low", "mid", "high")
+    return {"rate_gbps": dict(zip(keys, (round(r / 1e9, 1) for r in rates(g, hw)))),
+            "idle_us": round(idle_us(g, hw), 3),
+            "hidden_bytes": dict(zip(keys, hidden_bytes(site.max_size, g, hw)))}
+
+
+def site_json(view, hw=None) -> dict[str, Any]:
+    """A planned or listed site (plan.design_inputs.SiteView); `hw` the part the gain is for."""
     site = view.site
     return {
         "site": site.id, "planned": view.planned,
@@ -63,6 +77,7 @@ def site_json(view) -> dict[str, Any]:
         "bound_by": site.basis.bound_by, "coefficient": site.basis.coefficient,
         "saving_us": ({"low": site.saving_us.low, "mid": site.saving_us.mid,
                        "high": site.saving_us.high} if site.saving_us is not None else None),
+        "gain_bounds": gain_bounds_json(site, hw),
         "window": site.evidence.get("window"), "reason": view.reason or None}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from ..gain import optimistic_share
 from ..i18n import texts
 from .design_inputs import DesignInputs, SiteView
+from .picture import links, pictures
 from .schema import decode_guard_text
 from .ranks_design import rank_lines
 
@@ -78,6 +79,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         if shift in ("earlier", "later", "fallback") and v.candidate is not None:
             L.append(f"  {t['shift_placed'].format(shift=shift)}")
     L.append("")
+    pics = pictures(d)
+    if pics:
+        L += [t["pictures"], ""] + [f"{line}" for line in links(pics)] + [""]
 
     L += [f"## {t['files']}", ""]
     files = sorted({s.target.file for s in d.plan.sites})
@@ -104,9 +108,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L += [f"**{v.site.id}** — {' × '.join(map(str, b.dims))}, {b.dtype_bytes:g} B/elem, "
               f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|---|"]
         for c in b.caps:
-            binds = t["binds"] if c.binding else t["risk_only"]
-            L.append(f"| {c.name} | {_mib(c.bytes)} | {'–' if c.name == 'weight' else binds} | {c.note} |")
+            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {c.note} |")
         L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
+        L += _ladder_lines(v.site, t)
         weight = next((c.bytes for c in b.caps if c.name == "weight"), 0)
         if weight and v.site.max_size < 0.5 * weight and b.bound_by != "coefficient":
             why = t["small_window"] if b.bound_by in ("hbm_headroom", "cmo_rate_x_window") \
@@ -123,7 +127,10 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L.append("")
 
     opt = f"{optimistic_share():.0%}"
-    L += [f"## {t['saving']}", "", t["saving_note"].format(opt=opt), ""]
+    cmo = next((v.site.evidence.get("cmo_gbps") for v in planned
+                if (v.site.evidence or {}).get("cmo_gbps")), hw.get("cmo_bw_gbps"))
+    L += [f"## {t['saving']}", "",
+          t["saving_note"].format(opt=opt, cmo=_fmt(cmo), hbm=hw.get("hbm_bw_tbps")), ""]
     for v in planned + listed:
         ev = v.site.evidence
         po = ev.get("saving_per_op_us", {})
@@ -183,6 +190,31 @@ def _installed_lines(d: DesignInputs, t: dict[str, str]) -> list[str]:
         if where is not None:
             out += [t["gate_installed"].format(path=f, where=where, name=Path(f).name), ""]
     return out
+
+
+def _binds(c, bound_by: str, t: dict[str, str]) -> str:
+    """Only the cap that sets max_size binds; a binding kind above it does not (yet)."""
+    if c.name == "weight":
+        return "–"
+    if not c.binding:
+        return t["risk_only"]
+    return t["binds"] if c.name == bound_by else t["above_size"]
+
+
+def _ladder_lines(site, t: dict[str, str]) -> list[str]:
+    """The tuning ladder as sizes (evidence.ladder_bytes, sizing.rung_sizes) and how it runs."""
+    rungs = (site.evidence or {}).get("ladder_bytes")
+    if not isinstance(rungs, dict):
+        return []
+    c0 = site.basis.coefficient
+    up = [c for c in site.ladder.get("up", []) if c > c0]        # as rung_sizes keeps them
+    down = [c for c in site.ladder.get("down", []) if 0 < c < c0]
+
+    def fmt(coefs, sizes):
+        return " → ".join(f"{c:g}: {n / 2**20:.2f} MiB" for c, n in zip(coefs, sizes)) or "–"
+    return [t["ladder_sizes"].format(
+        planned=f"{site.max_size / 2**20:.2f} MiB", coef=f"{c0:g}",
+        up=fmt(up, rungs.get("up", [])), down=fmt(down, rungs.get("down", [])), id=site.id), ""]
 
 
 def _why(v: SiteView, t: dict[str, str]) -> str:

@@ -137,6 +137,8 @@ def site_of(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> 
         ev["saving_per_op_us"] = {"low": s.saving_per_op.low, "mid": s.saving_per_op.mid,
                                   "high": s.saving_per_op.high}
     ev["optimistic"] = bool(s.optimistic)
+    if s.ladder_bytes:   # the tuning rungs as sizes (sizing.rung_sizes); max_size is the default
+        ev["ladder_bytes"] = {k: list(v) for k, v in s.ladder_bytes.items()}
     if m.guard_why:
         ev["decode_guard"] = m.guard_why       # why this tensor and dim (or why none)
     notes = list(m.notes) + list(s.notes)

@@ -59,7 +59,7 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     time_us = effective_window_us(cand, m)
     wbytes = effective_window_bytes(cand, m)
     g = GainInputs(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
-                   cand.per_step, time_us, int(wbytes))
+                   cand.per_step, time_us, int(wbytes), cmo_gbps=opts.cmo_bw_gbps)
     hit = experts_hit(m, t, cfg or {})
     if hit is not None:   # only the experts the tokens hit are read (moe.py)
         g = replace(g, useful_share=hit.share)

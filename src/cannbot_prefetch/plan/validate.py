@@ -152,7 +152,7 @@ def _absent(r: _Reader, key: str) -> None:
 # evidence is free-form (shown in the design and the report), but the keys those read are typed
 _EVIDENCE_MAPPINGS = ("signature", "window", "saving_per_op_us", "tuning", "call_site")
 _EVIDENCE_NUMBERS = ("instances_per_step", "mean_us", "t_memory_us", "t_compute_us", "ai", "ridge",
-                     "bytes_per_op", "useful_share")
+                     "bytes_per_op", "useful_share", "cmo_gbps")
 _EVIDENCE_TEXTS = ("role", "verdict", "measured_verdict", "stack", "call_stack")
 
 

@@ -293,6 +293,7 @@ def data_to_json(d: ReportData, files: dict[str, str]) -> dict[str, Any]:
                    "checks": [check(c) for c in v.checks], "signals": list(v.signals),
                    "action": v.action, "coefficient": [v.coefficient_from, v.coefficient_to],
                    "max_size": [v.max_size_from, v.max_size_to], "reason": v.reason,
+                   "steps": v.steps, "few_steps": v.few_steps,
                    "notes": list(v.notes)} for v in d.verdicts],
         "expected": exp,
         "thresholds": dict(d.thresholds.__dict__),

@@ -69,4 +69,6 @@ def with_rate(site: Site, rate: CmoRate) -> Site:
         return site
     cap = cmo_cap(rate.gbps, float(t), f"measured: {rate.note}")
     caps = tuple(c for c in site.basis.caps if c.name != "cmo_rate_x_window") + (cap,)
-    return replace(site, basis=replace(site.basis, caps=caps))
+    # the gain's low bound moves at the measured rate too (gain.rates reads evidence.cmo_gbps)
+    return replace(site, basis=replace(site.basis, caps=caps),
+                   evidence={**(site.evidence or {}), "cmo_gbps": rate.gbps})

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import pairs
-from ..gain import optimistic_share, roofline_bound, site_gain
+from ..gain import optimistic_share, per_call_bound, site_gain
 from .values import ProfileMeasure
 from .rules import Thresholds
 
@@ -50,7 +50,7 @@ class SiteExpectation:
     optimistic: bool
     source: str = "recomputed"       # recomputed | recorded | unknown (gain.site_gain)
     note: str = ""
-    bound_per_op: tuple[float, float, float] | None = None   # gain.roofline_bound (no profile)
+    bound_per_op: tuple[float, float, float] | None = None   # gain.per_call_bound (no profile)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def _site(site, sm, hw, pol) -> SiteExpectation:
     found = bool(sm is not None and sm.found and sm.target is not None)
     measured_n = sm.per_step if found else None
     per_step = float(n) if isinstance(n, (int, float)) and n > 0 else (measured_n or 0.0)
-    rb = roofline_bound(site, hw, pol)
+    rb = per_call_bound(site, hw, pol)
     bound = (rb.low, rb.mid, rb.high) if rb is not None else None
     if g is None:
         return SiteExpectation(site.id, found, sm.target.mean if found else None,

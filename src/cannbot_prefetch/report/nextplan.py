@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..plan import Basis, Plan, Site
+from ..sizing import rung_sizes
 from .rules import SiteVerdict, size_for, weight_bytes
 
 DROPPED = "dropped_after_measurement"
@@ -37,8 +38,13 @@ def _tuned(site: Site, v: SiteVerdict, provenance: dict[str, Any]) -> Site:
     if v.max_size_to < int(v.coefficient_to * weight_bytes(site)):
         bound = bound if bound != "coefficient" else "previous_size"
     basis: Basis = replace(site.basis, coefficient=v.coefficient_to, bound_by=bound)
-    return replace(site, max_size=v.max_size_to, basis=basis,
-                   ladder=_ladder_around(site, v.coefficient_to), evidence=evidence)
+    ladder = _ladder_around(site, v.coefficient_to)
+    if "ladder_bytes" in evidence:   # the rungs as sizes, around the new size (sizing.rung_sizes)
+        budget = min((c.bytes for c in site.basis.caps if c.name != "weight" and c.binding),
+                     default=None)
+        evidence["ladder_bytes"] = rung_sizes(weight_bytes(site), v.max_size_to,
+                                              v.coefficient_to, budget, ladder)
+    return replace(site, max_size=v.max_size_to, basis=basis, ladder=ladder, evidence=evidence)
 
 
 def next_plan(plan: Plan, verdicts: dict[str, SiteVerdict], provenance: dict[str, Any]) -> Plan:

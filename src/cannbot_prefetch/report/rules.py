@@ -13,11 +13,17 @@ Per site the outcome is
   not_successful  everything else (a guard failed, or something got slower).
 A change counts only when it exceeds noise: `noise_sigma` x sqrt(sd_before^2 + sd_after^2) of the
 per-step values, and at least `min_change_share` of the baseline value
-(`critical_path_min_change_share` for the step time) (configs/policy.yaml `report:`).
+(`critical_path_min_change_share` for the step time) (configs/policy.yaml `report:`). A verdict
+drawn from fewer than `min_steps` steps in either profile says so and asks for more steps: the
+spread of 2 steps is one degree of freedom, too few for a 2-sigma rule.
 
 Failure-signal table (seed 003 "失败信号与调整策略" and "调整策略"), first match wins:
   outputs differ                        -> drop the site (a prefetch cannot change results: the
                                            rewrite is wrong; revert it)
+  no prefetch (CMO) task in the
+    optimized profile, target not
+    clearly faster                      -> check the switch (nothing was prefetched: a smaller
+                                           size would measure nothing either)
   window severely degraded              -> move the dependency (前移 prefetch / other window)
   window degraded                       -> lower max_size along 0.5 -> 0.3 -> 0.1 (at the bottom: move)
   new long tail on another stream       -> move the dependency, or drop the site
@@ -45,7 +51,7 @@ CHECKS = ("target_faster", "critical_path_shorter", "window_stable", "outputs_id
 GAINS = ("target_faster", "critical_path_shorter")       # at least one must hold
 GUARDS = ("window_stable", "outputs_identical")          # both must hold
 OUTCOMES = ("success", "unconfirmed", "no_change", "not_successful")
-ACTIONS = ("raise", "lower", "keep", "move_dependency", "drop")
+ACTIONS = ("raise", "lower", "keep", "move_dependency", "drop", "check_switch")
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,7 @@ class Thresholds:
     tail_step_share: float = 0.01
     not_worth_e2e_share: float = 0.005
     model_overlap_min: float = 0.5
+    min_steps: int = 5
 
     @staticmethod
     def from_policy(pol: dict[str, Any]) -> "Thresholds":
@@ -106,10 +113,16 @@ class SiteVerdict:
     reason_code: str = ""
     reason_args: tuple[tuple[str, str], ...] = ()
     outcome: str = "not_successful"  # OUTCOMES
+    steps: int | None = None         # steps the verdict is drawn from (the fewer of the two)
+    few_steps: bool = False          # below Thresholds.min_steps: the reason asks for more
 
     def reason_in(self, lang: str) -> str:
         en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
-        return (zh if lang == "zh" else en).format(**dict(self.reason_args))
+        text = (zh if lang == "zh" else en).format(**dict(self.reason_args))
+        if self.few_steps:
+            en, zh = REASONS["few_steps"]
+            text += " " + (zh if lang == "zh" else en).format(**dict(self.reason_args))
+        return text
 
     def check(self, key: str) -> Check:
         return next(c for c in self.checks if c.key == key)
@@ -220,6 +233,7 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
            opt: ProfileMeasure, verify_passed: bool | None, th: Thresholds,
            verify_source: str = "") -> SiteVerdict:
     """Apply the success rule and the failure table to one site found in both profiles."""
+    prefetched = bool(opt.cmo_tasks is not None and opt.cmo_tasks.mean > 0)
     src_t = f"target kernels per step: {base.label} vs {opt.label} profile"
     target = _decrease("target_faster", sm_base.target, sm_opt.target, th, src_t)
     crit = _decrease("critical_path_shorter", base.step_time, opt.step_time, th,
@@ -262,8 +276,12 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
         else:
             action, coef, code = ("raise" if direction == "up" else "lower"), rung, why
 
+    if not prefetched:
+        signals.append("no_prefetch_task")
     if "outputs_differ" in signals:
         action, code = "drop", "outputs_differ"
+    elif not prefetched and not target.ok:
+        action, code = "check_switch", "no_prefetch_task"
     elif "window_severe" in signals:
         action, code = "move_dependency", "window_severe"
     elif "window_degraded" in signals:
@@ -293,6 +311,12 @@ def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure
                 action, coef, code = "move_dependency", c0, "window_too_short"
             else:
                 action, coef, code = "keep", c0, "bound_by_cap"
+    counts = [m.step_time.n for m in (base, opt) if m.step_time is not None]
+    steps = min(counts) if counts else None
+    few = steps is not None and steps < th.min_steps
     reason = REASONS[code][0].format(**args)
+    if few:
+        args.update(steps=str(steps), min_steps=str(th.min_steps))
+        reason += " " + REASONS["few_steps"][0].format(**args)
     return SiteVerdict(site.id, checks, met, success, tuple(signals), action, c0, coef, size0, size1,
-                       reason, tuple(notes), code, tuple(sorted(args.items())), result)
+                       reason, tuple(notes), code, tuple(sorted(args.items())), result, steps, few)

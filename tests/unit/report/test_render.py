@@ -41,7 +41,7 @@ def test_english_report_has_the_seven_items_tables_and_sources(make_report):
 
 
 def test_chinese_report_uses_the_seed_terms(make_report):
-    d = make_report(Variant(window_factor=1.10))
+    d = make_report(Variant(window_factor=1.10, cmo_us=10))
     text = render(d, "zh", {"next_plan": "prefetch_plan.next.yaml"})
     for term in SEED_TERMS_ZH:
         assert term in text, term

@@ -89,7 +89,7 @@ def test_the_default_cmo_rate_never_stops_the_ladder(make_report):
 
 
 def test_window_degraded_lowers_the_size(make_report):
-    d = make_report(Variant(window_factor=1.10))
+    d = make_report(Variant(window_factor=1.10, cmo_us=10))
     v = _v(d)
     assert _ok(v, "window_stable") is False and _ok(v, "target_faster") is False
     assert "window_degraded" in v.signals
@@ -130,14 +130,40 @@ def test_waiting_moved_target_faster_but_critical_path_not_shorter(make_report):
 
 
 def test_no_gain_lowers_then_drops_at_the_bottom(make_report, tmp_path):
-    d = make_report(Variant())
+    d = make_report(Variant(cmo_us=10))     # the prefetch ran (CMO tasks) and gained nothing
     v = _v(d)
     assert _ok(v, "target_faster") is False and "target_not_faster" in v.signals
     assert v.action == "lower" and v.coefficient_to == 0.3
 
 
+def test_no_prefetch_task_checks_the_switch_not_the_size(make_report):
+    # issue 30 part 4: no CMO task in the optimized profile = the prefetch never ran; lowering
+    # the size would measure nothing either
+    d = make_report(Variant())
+    v = _v(d)
+    assert "no_prefetch_task" in v.signals
+    assert v.action == "check_switch" and v.reason_code == "no_prefetch_task"
+    assert v.coefficient_to == v.coefficient_from and v.max_size_to == v.max_size_from
+    assert "switch" in v.reason and "开关" in v.reason_in("zh")
+    assert d.next_plan.sites[0].max_size == v.max_size_from
+    from cannbot_prefetch.report.build import data_to_json
+    doc = data_to_json(d, {})
+    assert doc["sites"][0]["action"] == "check_switch" and doc["sites"][0]["steps"] == 5
+    assert doc["sites"][0]["few_steps"] is False
+
+
+def test_a_verdict_from_two_steps_says_so(make_report):
+    # profgen writes steps + 1 (the first is warm-up, excluded): 2 measured steps per profile
+    d = make_report(Variant(target_factor=0.8, cmo_us=10), verify=OK,
+                    base_kw={"steps": 3}, opt_kw={"steps": 3})
+    v = _v(d)
+    assert v.steps == 2 and v.few_steps
+    assert "2 step(s)" in v.reason and "profile more steps" in v.reason
+    assert "2 个 step" in v.reason_in("zh")
+
+
 def test_no_gain_at_the_bottom_drops_the_site(make_report):
-    d = make_report(Variant(), coefficient=0.1)
+    d = make_report(Variant(cmo_us=10), coefficient=0.1)
     v = _v(d)
     assert v.action == "drop"
     assert d.next_plan.sites == ()
@@ -228,7 +254,7 @@ def test_two_sites_each_get_their_own_verdict(tmp_path):
     d["sites"].append(down)
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(d))
     a = load_profile(write_profile(tmp_path / "a"))
-    b = load_profile(write_profile(tmp_path / "b", Variant(target_factor=0.8), seed=2))
+    b = load_profile(write_profile(tmp_path / "b", Variant(target_factor=0.8, cmo_us=10), seed=2))
     r = build_report(load_plan(tmp_path / "plan.yaml"), "plan.yaml", a, b,
                      hardware=hardware.resolve(None, a.info), verify=OK, policy=policy())
     v = {x.site_id: x for x in r.verdicts}
@@ -260,3 +286,21 @@ def test_the_cmo_rate_is_calibrated_from_the_optimized_profile(make_report):
 def test_no_cmo_task_leaves_the_rate_uncalibrated(make_report):
     d = make_report(Variant(target_factor=0.8), verify=OK)
     assert d.cmo is None
+
+
+def test_the_next_plan_carries_its_rungs_in_bytes(make_report):
+    # the next plan's evidence.ladder_bytes follows the new size: after a raise to 0.7 of a
+    # 32 MiB weight (no binding cap below it), up 1.0 = the whole weight, down 0.5 / 0.3 / 0.1
+    # scale the new size by rung / 0.7 (sizing.rung_sizes)
+    from dataclasses import replace
+
+    from cannbot_prefetch.report.nextplan import next_plan
+
+    d = make_report(Variant(target_factor=0.8), verify=OK)
+    site = d.plan.sites[0]
+    site = replace(site, evidence={**site.evidence, "ladder_bytes": {"up": [1, 1], "down": [1, 1]}})
+    nxt = next_plan(replace(d.plan, sites=(site,)), {v.site_id: v for v in d.verdicts}, {})
+    new = int(WEIGHT * 0.7)
+    assert nxt.sites[0].max_size == new
+    assert nxt.sites[0].evidence["ladder_bytes"] == {
+        "up": [WEIGHT], "down": [int(new * 0.5 / 0.7), int(new * 0.3 / 0.7), int(new * 0.1 / 0.7)]}

@@ -90,3 +90,22 @@ def test_hardware_overrides_travel_with_the_plan(tmp_path):
     g = inputs_of(plan.sites[0])
     assert site_gain(plan.sites[0], hw).gain == expected(plan.sites[0].max_size, g, hw)
     assert site_gain(plan.sites[0], hw).gain != site_gain(plan.sites[0], hardware.load("910B3")).gain
+
+
+def test_json_shows_the_bounds_with_the_low_at_the_cmo_rate(llama_run):
+    # issue 30 part 4: every gain low / mid / high, the low at one CMO stream (285 GB/s,
+    # configs/hardware/910B3.yaml), the high at HBM (1.6 TB/s)
+    res, _ = llama_run
+    doc = res.to_json()
+    for c in doc["candidates"]:
+        gb = c["gain_bounds"]
+        assert gb["rate_gbps"] == {"low": 285.0, "mid": 942.5, "high": 1600.0}
+        ev = next(s for s in res.design.sites if s.site.id == c["site"]).site.evidence
+        # idle = window - its own ops' bytes at HBM; hidden = min(max_size, idle x rate)
+        idle = ev["window"]["effective_us"] - ev["window"]["bytes"] / 1.6e12 * 1e6
+        assert gb["idle_us"] == pytest.approx(max(idle, 0.0), abs=1e-3)
+        for k, rate in (("low", 285e9), ("mid", 942.5e9), ("high", 1.6e12)):
+            assert gb["hidden_bytes"][k] == pytest.approx(min(c["max_size"], idle * 1e-6 * rate), abs=1)
+        assert c["saving_us"]["low"] <= c["saving_us"]["mid"] <= c["saving_us"]["high"]
+        if gb["hidden_bytes"]["low"] < gb["hidden_bytes"]["high"]:
+            assert c["saving_us"]["low"] < c["saving_us"]["high"]

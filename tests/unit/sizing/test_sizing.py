@@ -101,6 +101,8 @@ def test_moe_gmm_formulas():
     assert theoretical_bytes(g1q)[0] == 2048 * 768 * 2 * 1 // 2 * 8 // 2 == 6291456
     s = size_site(g2, WindowTime(None), None, B3)
     assert s.max_size == 25165824 and s.basis.coefficient == 1.0
+    # sized at 1.0: no rung up; down 0.3 and 0.1 of the formula's size
+    assert s.ladder_bytes == {"up": [], "down": [int(25165824 * 0.3), int(25165824 * 0.1)]}
     with pytest.raises(InputError, match="experts_per_rank"):
         theoretical_bytes(Weight((8, 1536, 2048), 2, "gmm1", 2048, 768))
 
@@ -112,25 +114,60 @@ def test_max_size_is_always_positive():
 
 
 def test_benefit_by_hand():
+    # worked by hand (docs/planning.md "Gain bounds"): a 20 us window with no traffic of its own
+    # hides min(16 MiB, 20 us x R): at the CMO rate 285 GB/s (configs/hardware/910B3.yaml) 5.7 MB,
+    # at the mean of 285 GB/s and 1.6 TB/s (942.5 GB/s: 18.85 MB) and at HBM all 16 MiB
     op = GainInputs(mean_us=30.0, op_bytes=33558528, t_compute_us=0.1, per_step=16, window_us=20.0)
     p = 16 * MIB
     g = expected(p, op, B3)
     got, optimistic = g.per_op, g.optimistic
     bw_eff = 33558528 / 30e-6
     hbm = 1.6e12
-    for value, ratio in zip((got.low, got.mid, got.high), (3.4, 4.2, 5.0)):
-        assert value == pytest.approx(p / bw_eff * (1 - bw_eff / (ratio * hbm)) * 1e6, abs=1e-3)
+    for value, hidden, ratio in zip((got.low, got.mid, got.high), (5_700_000, p, p), (3.4, 4.2, 5.0)):
+        assert value == pytest.approx(hidden / bw_eff * (1 - bw_eff / (ratio * hbm)) * 1e6, abs=1e-3)
+    assert got.low == pytest.approx(4.048, abs=1e-3)        # 5.7e6 / 1.1186e12 x (1 - 0.2056)
     assert got.low < got.mid < got.high
     assert optimistic        # ~11.6 of 30 us per op is far above the public record
 
 
-def test_benefit_bounded_by_compute_floor_and_window_slowdown():
+def test_the_low_bound_is_the_cmo_rate_not_the_l2_ratio():
+    # issue 30 part 4: a given (--cmo-bw) or measured rate moves the low bound only
+    op = GainInputs(mean_us=30.0, op_bytes=33558528, t_compute_us=0.1, per_step=1, window_us=5.0)
+    p = 16 * MIB
+    base = expected(p, op, B3).per_op
+    slow = expected(p, GainInputs(30.0, 33558528, 0.1, 1, 5.0, cmo_gbps=100.0), B3).per_op
+    bw_eff = 33558528 / 30e-6
+    assert slow.low == pytest.approx(100e9 * 5e-6 / bw_eff * (1 - bw_eff / (3.4 * 1.6e12)) * 1e6,
+                                     abs=1e-3)
+    assert slow.low < base.low and slow.high == base.high
+    # the same rate on the part (a calibrated hardware profile) gives the same floor
+    assert expected(p, op, B3.with_overrides(cmo_bw_gbps=100.0)).per_op.low == slow.low
+
+
+def test_benefit_bounded_by_compute_floor_and_busy_window():
     op = GainInputs(mean_us=10.0, op_bytes=16 * MIB, t_compute_us=8.0, per_step=1, window_us=100.0)
     got = expected(16 * MIB, op, B3).per_op
     assert got.high == pytest.approx(2.0)           # at most op time - compute floor
-    # a 1 us window cannot absorb 16 MiB at 1.6 TB/s (10.5 us): the window slows down
-    slow = expected(16 * MIB, GainInputs(10.0, 16 * MIB, 8.0, 1, 1.0), B3).per_op
-    assert slow.high == 0.0
+    # a 10 us window whose own ops move 16 MB keeps HBM busy 10 us at 1.6 TB/s: nothing hides
+    busy = expected(16 * MIB, GainInputs(10.0, 16 * MIB, 0.0, 1, 10.0, 16_000_000), B3).per_op
+    assert (busy.low, busy.mid, busy.high) == (0.0, 0.0, 0.0)
+    # half busy: 5 us idle hides 1.425 MB at the CMO rate, 8 MB at HBM
+    half = expected(16 * MIB, GainInputs(10.0, 16 * MIB, 0.0, 1, 10.0, 8_000_000), B3).per_op
+    bw_eff = 1.6e12       # 16 MiB in 10 us is above the 1.6 TB/s roof: BW_eff = HBM
+    assert half.low == pytest.approx(1_425_000 / bw_eff * (1 - bw_eff / (3.4 * 1.6e12)) * 1e6, abs=1e-3)
+    assert half.high == pytest.approx(8_000_000 / bw_eff * (1 - bw_eff / (5.0 * 1.6e12)) * 1e6, abs=1e-3)
+
+
+def test_rungs_in_bytes_stop_at_the_weight_and_the_budget():
+    w = Weight((8192, 2048), 2, "gate")                    # 32 MiB
+    roomy = size_site(w, WindowTime(30.0), None, B3)       # 1.6 TB/s x 30 us = 48 MB budget
+    assert roomy.max_size == 16 * MIB and roomy.basis.bound_by == "coefficient"
+    assert roomy.ladder_bytes == {"up": [int(32 * MIB * 0.7), 32 * MIB],
+                                  "down": [int(16 * MIB * 0.3 / 0.5), int(16 * MIB * 0.1 / 0.5)]}
+    tight = size_site(w, WindowTime(5.0), None, B3)        # budget 8,000,000 B binds
+    assert tight.max_size == 8_000_000 and tight.basis.bound_by == "hbm_headroom"
+    assert tight.ladder_bytes["up"] == [8_000_000, 8_000_000]
+    assert tight.ladder_bytes["down"] == [4_800_000, 1_600_000]
 
 
 def test_no_profile_means_unknown_not_zero():
@@ -152,3 +189,31 @@ def test_moe_formula_never_exceeds_the_weight():
     w = Weight((10, 256, 256), 2, "gmm1", hidden=2560, intermediate=7680, moe_tp=1,
                experts_per_rank=10)
     assert theoretical_bytes(w)[0] == w.nbytes == 10 * 256 * 256 * 2
+
+
+def _site(ev, max_size, dims=(8192, 2048)):
+    from cannbot_prefetch.plan import Basis, Insert, Join, Saving, Site, Target
+    return Site("s", Target("m.py", "M", "gate_proj", "self.gate_proj.weight"),
+                Insert("M", "forward", "self.norm", "before"), "x", Join("M", "forward"),
+                max_size, Basis(dims, 2.0, 0.5), {}, "shape", ev, Saving(0, 0, 0), "0" * 64)
+
+
+@pytest.mark.parametrize("mean_us", [21.0, 33.0, 60.0])
+def test_at_most_per_call_is_never_below_the_expected_saving(mean_us):
+    # issue 30: "at most" 3.53 µs per call was shown beside an expected 4.78: the bound took the
+    # op at the HBM roof (21 µs for 32 MiB at 1.6 TB/s) while the expected saving used its
+    # measured 33 µs. The bound now keeps the measured time and hides the whole prefetch.
+    from cannbot_prefetch.gain import per_call_bound, site_gain
+    ev = {"mean_us": mean_us, "bytes_per_op": 33558528, "t_compute_us": 0.1,
+          "instances_per_step": 16, "window": {"effective_us": 40.0, "bytes": 0}}
+    site = _site(ev, 16 * MIB)
+    got, bound = site_gain(site, B3).gain.per_op, per_call_bound(site, B3)
+    for k in ("low", "mid", "high"):
+        assert getattr(bound, k) >= getattr(got, k)
+    # 40 us at HBM hides all 16 MiB: the high bound equals the bound
+    assert bound.high == got.high
+    # no recorded inputs (no profile): the op at the roof, 33554432 B / 1.6 TB/s
+    t_roof = 8192 * 2048 * 2 / 1.6e12
+    bare = per_call_bound(_site({}, 16 * MIB), B3)
+    assert bare.low == pytest.approx(16 * MIB / 1.6e12 * (1 - 1 / 3.4) * 1e6, abs=1e-3)
+    assert bare.low <= t_roof * 1e6
