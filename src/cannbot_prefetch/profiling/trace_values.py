@@ -6,8 +6,9 @@ shortcuts of them: a column all in the spelling every exporter writes (`digits.d
 checked and converted by C passes over the whole column (str.join, bytes.translate, msgspec),
 any other column value by value through the scalar definition
 (tests/unit/profiling/test_trace_values.py holds them equal on generated spellings). A trace
-holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. Plain Python
-(no polars), so the reader process trace_ahead.py starts needs no polars import (~0.35 s).
+holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. They stay
+plain Python: the columns are lists the decoder built, and a polars round trip would add a
+copy of each without removing the per-value fallback.
 """
 
 from __future__ import annotations
