@@ -316,3 +316,22 @@ def test_installed_location_and_unwritable(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode: False)
     assert "not writable" in mod.unwritable(target)
     assert "not writable" in mod.unwritable(tmp_path / "new" / "helper.py")
+
+
+def test_status_says_what_the_files_hold(project):
+    """Issue 34: a dry run's JSON status is not `applied` (nothing was written), and
+    `apply --check` on an applied plan says "applied" for its sites, not "would apply"."""
+    plan = str(project / "plan.yaml")
+    dry = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert (dry["pending"], dry["written"], dry["status"]) == (True, False, "proposed")
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--check"])
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.stdout.splitlines() if "toy-up" in ln or "toy-down" in ln]
+    assert len(rows) == 2 and all(ln.rstrip().endswith("applied") for ln in rows), rows
+    assert "would apply" not in res.stdout
+    again = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert (again["pending"], again["status"]) == (False, "applied")
+    undo = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--check",
+                                          "--json"]).stdout)
+    assert (undo["pending"], undo["status"]) == (True, "applied")

@@ -108,6 +108,8 @@ class Rewrite:
         doc = changes.to_json()
         doc["written"] = bool(changes.written)
         doc["pending"] = self.pending
+        if self.pending:        # nothing written: the files' status is still the one before
+            doc["status"] = "applied" if changes.revert else "proposed"
         doc["changed_files"] = [f.path for f in changes.files if f.status == "changed"]
         for fj, f in zip(doc["files"], changes.files):
             if f.kind == "helper" and f.status == "changed":

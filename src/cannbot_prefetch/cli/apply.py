@@ -37,7 +37,9 @@ def _status(site_id: str, changes, done: bool, lang: str) -> str:
     if changes.revert:
         return t("apply.removed" if done else "apply.would_remove", lang)
     if site_id in set(changes.applied):
-        return t("apply.applied" if done else "apply.would_apply", lang)
+        # in a file apply leaves as it is, the site is there already (a re-run, --check)
+        present = any(site_id in f.applied and f.status == "unchanged" for f in changes.files)
+        return t("apply.applied" if done or present else "apply.would_apply", lang)
     return "-"
 
 
