@@ -41,6 +41,12 @@ def _plan_and_apply(model: Path, config: Path, target: str, out: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _in_project(tmp_path, monkeypatch):
+    """apply's default root is the folder it runs in: each test's project is its tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
 def _clean_modules():
     before = set(sys.modules)
     yield

@@ -150,7 +150,8 @@ def apply(plan, *, helper=None, root=None, allow_installed: bool = False,
           lang: str = "en") -> Rewrite:
     """The plan's sites inserted into its model files, in memory. `helper`: where the helper
     module goes (default: beside the first model file); `root`: the project root the plan's
-    files must lie under (default: the git work tree holding the plan, else its folder)."""
+    files must lie under (default: the git work tree holding the current folder, else the
+    current folder)."""
     return _rewrite(plan, revert=False, check=False, helper=helper, root=root,
                     allow_installed=allow_installed, lang=lang)
 

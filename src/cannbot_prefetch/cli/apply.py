@@ -106,7 +106,7 @@ def apply(
                                   "by default apply refuses and says how to copy the file.")] = False,
     root: Annotated[Path | None, typer.Option("--root", help="Project root: the plan's files must lie "
                                               "under it (default: the git work tree holding the "
-                                              "plan, else the plan's folder).")] = None,
+                                              "current folder, else the current folder).")] = None,
     debug: DebugOpt = False,
     as_json: JsonOpt = False,
     lang: LangOpt = "en",
