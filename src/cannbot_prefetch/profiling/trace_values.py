@@ -22,17 +22,9 @@ from .scalars import MAX_DURATION_US, MAX_START_NS, text_to_ns
 from .trace_decode import SLOT
 
 
-def ns_of(ts: Any) -> int | None:
-    """One timestamp (decimal µs, text or number) -> integer ns, or None: text_to_ns with
-    the common spelling (`digits.ddd`, at most 16 integer digits) inlined."""
-    if type(ts) is str:
-        n = len(ts) - 4
-        if 0 < n <= 16 and ts[n] == ".":
-            digits = ts[:n] + ts[n + 1:]
-            if digits.isdigit() and digits.isascii():
-                ns = int(digits)
-                return ns if ns < MAX_START_NS else None
-    return text_to_ns(ts)
+# One timestamp (decimal µs, text or number) -> integer ns, or None: the one definition every
+# reader uses (scalars.text_to_ns; the CSV's column form is values.us_text_to_ns, tested equal)
+ns_of = text_to_ns
 
 
 def dur_of(dur: Any) -> float | None:

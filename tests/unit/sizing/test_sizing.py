@@ -152,3 +152,19 @@ def test_moe_formula_never_exceeds_the_weight():
     w = Weight((10, 256, 256), 2, "gmm1", hidden=2560, intermediate=7680, moe_tp=1,
                experts_per_rank=10)
     assert theoretical_bytes(w)[0] == w.nbytes == 10 * 256 * 256 * 2
+
+
+def test_bound_size_takes_the_smallest_binding_cap_below_the_coefficient():
+    """Issue 34: the one cap-binding rule (analyze's sizing and the report's next size). Hand
+    values: weight 100 B is what the base is a share of, never a bound; the CMO cap (10 B) is
+    not binding; of the binding caps below the base the smallest binds."""
+    from cannbot_prefetch.plan import Cap
+    from cannbot_prefetch.sizing import bound_size
+
+    caps = (Cap("weight", 100), Cap("cmo_rate_x_window", 10, binding=False),
+            Cap("hbm_headroom", 40), Cap("user", 60))
+    assert bound_size(80, caps) == (40, "hbm_headroom")
+    assert bound_size(50, caps) == (40, "hbm_headroom")
+    assert bound_size(30, caps) == (30, "coefficient")
+    assert bound_size(40, caps) == (40, "coefficient")          # a cap equal to the base: base
+    assert bound_size(200, (Cap("weight", 100),)) == (200, "coefficient")
