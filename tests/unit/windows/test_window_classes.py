@@ -129,3 +129,19 @@ def test_kind_of_answers_belong_to_their_rules_object():
         del rules
         gc.collect()
     assert wrong == 0
+
+
+def test_a_long_op_is_heavy_only_when_not_known_to_be_compute_bound():
+    """Issue 34 part 4 (the memory-bound condition of a long op survived the mutation run).
+    Without hardware numbers the sizes stand in: an op of 50 µs (>= windows.large_op_us 20)
+    with unknown bytes is a long mover, unless its verdict says it is not memory-bound."""
+    from cannbot_prefetch.windows.classes import rules_from
+
+    rules = rules_from({"movers": ["TransData"], "matmul": [], "communication": [],
+                        "light": [], "communication_cores": []}, {"windows": {"large_op_us": 20}})
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 50.0) == \
+        (HEAVY, "long data movement (50.0 µs, bytes unknown)")
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 50.0,
+                          memory_bound=False) == \
+        (LIGHT, "small data movement (50.0 µs, bytes unknown)")
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 19.0)[0] == LIGHT
