@@ -9,15 +9,14 @@ many of those are resident depends on the page cache: 50-90 MB of an analyze, ~3
 right after an install than after a quiet hour. Each run therefore also reports its RssFile
 at exit, and `private` is VmHWM minus it: the memory the process itself holds at its peak
 (file pages only grow while a command runs, so this is a lower bound within a few MB).
-VmHWM is one process's: a command that forks a helper (analyze's trace reader,
-profiling/trace_ahead.py) is measured as a whole by `tree_pss_peak`, an untimed run that sums
-the proportional set size (shared pages split between the processes that map them) of the
-process and its descendants every 10 ms.
+Each run's CPU seconds (user + system, from the children's rusage) are kept beside its wall
+time: on a shared machine CPU time is the steadier of the two.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,12 +43,17 @@ atexit.register(_hwm)
 class Runs:
     label: str
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)        # user + system seconds
     peak_mb: list[float] = field(default_factory=list)
     file_mb: list[float] = field(default_factory=list)   # RssFile at exit (shared libraries)
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu)
 
     @property
     def peak(self) -> float:
@@ -69,12 +73,7 @@ def python_cmd(code: str, *args: str) -> list[str]:
 
 
 _ENTRY = """\
-try:
-    from cannbot_prefetch.console import main
-except ModuleNotFoundError as exc:      # a commit from before console/ (bench_ab.py --base)
-    if exc.name != "cannbot_prefetch.console":
-        raise
-    from cannbot_prefetch.cli import main
+from cannbot_prefetch.cli import main
 sys.argv[0] = "cannbot"
 main()
 """
@@ -89,9 +88,12 @@ def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
     with tempfile.NamedTemporaryFile(prefix="hwm-", delete=False) as tmp:
         report = tmp.name
     cmd = [report if c == "__HWM__" else c for c in cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     runs.seconds.append(time.perf_counter() - t0)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    runs.cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if proc.returncode not in (0,):
         raise SystemExit(f"{runs.label}: exit {proc.returncode}: "
                          f"{proc.stderr.decode(errors='replace')[-2000:]}")
@@ -103,42 +105,6 @@ def run_once(cmd: list[str], runs: Runs, env: dict | None = None) -> None:
         pass
     finally:
         os.unlink(report)
-
-
-def tree_pss_peak(cmd: list[str]) -> float:
-    """The largest PSS, MB, of `cmd`'s process tree, sampled every 10 ms over
-    one untimed run (the sampling costs CPU, so timed runs never carry it): the memory a
-    command holds on the machine with its helpers. A peak shorter than a sample can be missed;
-    the readers' peaks are plateaus of ~0.1 s and more."""
-    proc = subprocess.Popen([os.devnull if c == "__HWM__" else c for c in cmd],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    best = 0
-    while proc.poll() is None:
-        best = max(best, sum(_rollup(pid).get("Pss", 0) for pid in _tree(proc.pid)))
-        time.sleep(0.01)
-    return best / 1024
-
-
-def _tree(pid: int) -> list[int]:
-    out = [pid]
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                for child in fh.read().split():
-                    out += _tree(int(child))
-    except OSError:
-        pass
-    return out
-
-
-def _rollup(pid: int) -> dict[str, int]:
-    """kB fields of /proc/PID/smaps_rollup ({} once the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            return {k: int(v.split()[0]) for k, _, v in (ln.partition(":") for ln in fh)
-                    if v.strip().endswith("kB")}
-    except (OSError, ValueError):
-        return {}
 
 
 def compile_package() -> None:
@@ -167,7 +133,8 @@ def interleave(pairs: list[tuple[list[str], Runs]], repeats: int) -> None:
 
 def line(runs: Runs) -> str:
     spread = f"{min(runs.seconds):.2f}-{max(runs.seconds):.2f}"
-    return (f"{runs.label:<34} median {runs.median_s:7.2f} s  (runs {spread} s, n={len(runs.seconds)})"
+    return (f"{runs.label:<34} median {runs.median_s:7.2f} s  (runs {spread} s, n={len(runs.seconds)}, "
+            f"CPU {runs.median_cpu:.2f} s)"
             f"  peak {runs.peak:7.0f} MB (private {runs.private:.0f})")
 
 

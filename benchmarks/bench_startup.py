@@ -1,8 +1,9 @@
 """Benchmark: start-up of the `cannbot` command vs `python -c pass`, whole processes.
 
 Runs each command `--repeats` times, interleaved (a busy machine slows all alike), and prints
-medians. Target (issue 12): `cannbot --help` and `cannbot prefetch hardware list` <= 0.3 s.
-The median of `python -c pass` in the same run says how busy the machine was.
+medians of wall and CPU time. Guard (issues 12, 34): `cannbot --help` <= 0.3 s CPU (user +
+system) with the package's bytecode cached as a pip install leaves it; `hardware list` is printed
+beside it. The median of `python -c pass` in the same run says how busy the machine was.
 
     python benchmarks/bench_startup.py [--repeats 9]
 """
@@ -34,8 +35,10 @@ def main() -> None:
         print(line(r))
     base = runs["python -c pass"].median_s
     for name in ("cannbot --help", "cannbot prefetch hardware list"):
-        m = runs[name].median_s
-        print(f"{name}: {m:.2f} s (target <= 0.30 s; {m / base:.1f} x python -c pass)")
+        m, cpu = runs[name].median_s, runs[name].median_cpu
+        verdict = "holds" if cpu <= 0.30 else "FAILS"
+        print(f"{name}: {cpu:.2f} s CPU, {m:.2f} s wall (guard <= 0.30 s CPU: {verdict}; "
+              f"{m / base:.1f} x python -c pass)")
     print(load_note())
 
 

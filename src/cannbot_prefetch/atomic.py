@@ -1,7 +1,6 @@
 """The atomic write every output uses, and its leftovers: a temp file beside the target, renamed
 over it, so a reader never sees half a file; modes kept; temp files of a killed run found by
-their name. Standard library only: the console script's caches (console/cachefiles.py) use it
-before anything else of the package is imported."""
+their name."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, mode: int | None = 
 
     The file keeps its mode (a new one gets the umask's), set on the temp file before the
     rename: there is no moment where the file exists with mkstemp's 0600."""
-    import tempfile     # here: the console script imports this module at start-up
+    import tempfile
 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)

@@ -43,12 +43,6 @@ class SourceError(InputError):
     """Model source that does not parse or lacks a class/attribute the plan names."""
 
 
-class CheckFailed(CannbotError):
-    """A check did not pass (apply --check with pending changes, verify failure). Exit 1."""
-
-    exit_code = 1
-
-
 class Conflict(CannbotError):
     """Another apply got there first: a file carries another plan's sites, or changed while this
     run prepared its edit. Nothing written; exit 1 (like a check that did not pass)."""

@@ -99,20 +99,6 @@ def build_plan(roof, info, hw, model_src: str, model_config, popts):
     return build(roof, info, hw, resolve_model_src(model_src), model_config, popts)
 
 
-def prepare_source(model_src: str, model_config, tp: int, moe_tp: int,
-                   src_map: tuple[tuple[str, str], ...], mode: str) -> None:
-    """The model source read ahead for a later build_plan with the same arguments
-    (plan/build.py `prepare_source`); whatever is wrong is said there, in its place."""
-    from .plan.build import prepare_source as prepare
-    from .plan.options import src_map_entries
-
-    try:
-        src = resolve_model_src(model_src)
-    except InputError:
-        return
-    prepare(src, model_config, tp, moe_tp, src_map_entries(src_map), mode)
-
-
 def resolve_model_src(src: str) -> str:
     """A path, or an importable module name (e.g. `transformers.models.llama.modeling_llama`)
     resolved to its file without importing anything, so installed model code can be named

@@ -2,15 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Reason:
-    code: str
-    text: str
-
-
 # Codes are part of the JSON contract: add, never rename.
 NOT_MEMORY_BOUND = "not_memory_bound"
 LATENCY_BOUND = "latency_bound"        # the deciding (measured where counters exist) verdict
@@ -23,7 +14,6 @@ WINDOW_TOO_SHORT = "window_too_short"
 PREFILL = "prefill_not_planned"
 UNMAPPED = "unmapped"
 SHAPE_UNKNOWN = "shape_unknown"
-INCONSISTENT_SHAPES = "inconsistent_shapes"
 MC2_COMMUNICATION = "mc2_contains_communication"
 BELOW_TOP_N = "below_top_n"
 MAX_SITES = "max_sites"

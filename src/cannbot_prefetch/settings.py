@@ -25,15 +25,6 @@ def configs_dir() -> Path:
     raise InputError("configs/ folder not found next to the package", hint="reinstall cannbot-prefetch")
 
 
-def docs_dir() -> Path:
-    """The shipped docs folder (outputs cite docs/*.md): inside the installed package, else the
-    source checkout."""
-    for cand in (_PKG / "docs", _PKG.parent.parent / "docs"):
-        if cand.is_dir():
-            return cand
-    raise InputError("docs/ folder not found next to the package", hint="reinstall cannbot-prefetch")
-
-
 def load_yaml(path: Path) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:

@@ -123,6 +123,18 @@ def cmo_cap(gbps: float, window_us: float, given_by: str = "") -> Cap:
                "(pass --cmo-bw, or let report calibrate it from a prefetch-on profile)", False)
 
 
+def bound_size(base: int, caps) -> tuple[int, str]:
+    """(bytes, what bound it): `base` (the coefficient's share of the weight) or the smallest
+    binding cap below it. The one rule for analyze's sizing and the report's next coefficient;
+    a cap with `binding: false` (the default CMO rate) is a risk shown in the plan, never a bound,
+    and the weight cap is what `base` is a share of."""
+    size, by = base, "coefficient"
+    for c in caps:
+        if c.name != "weight" and c.binding and c.bytes < size:
+            size, by = int(c.bytes), c.name
+    return size, by
+
+
 def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any, *, in_flight: int = 1,
               user_cap: int | None = None, coefficient: float | None = None,
               cmo_bw_gbps: float | None = None, pol: dict[str, Any] | None = None) -> Sized:
@@ -163,10 +175,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
         if user_cap <= 0:
             raise InputError(f"--max-size-cap must be a positive number of bytes, not {user_cap}")
         caps.append(Cap("user", int(user_cap), "--max-size-cap"))
-    bound_by, size = "coefficient", base
-    for c in caps[1:]:
-        if c.binding and c.bytes < size:
-            bound_by, size = c.name, c.bytes
+    size, bound_by = bound_size(base, caps)
     if size < 1:
         notes.append(f"the {bound_by} cap leaves nothing to prefetch; max_size set to 1 byte")
         size = 1

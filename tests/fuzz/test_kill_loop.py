@@ -162,7 +162,8 @@ def _settled(proj: Path, want: dict, helper: bytes | None, status: str) -> list[
     return wrong
 
 
-def test_d_sigkill_during_apply_and_revert_leaves_whole_files(tmp_path):
+def test_d_sigkill_during_apply_and_revert_leaves_whole_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)           # apply's default root: the folder it runs in
     original, applied, helper = _states(tmp_path)
     proj = _build(tmp_path / "proj")
     rng = random.Random(H.seed())

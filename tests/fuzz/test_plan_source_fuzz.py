@@ -215,7 +215,8 @@ def test_a_plan_fields_never_inject_never_escape(template):
                 return
             before = H.snapshot(work / "proj")
             outside = (work / "outside" / "victim.py").read_bytes()
-            run = H.cli(["prefetch", "apply", str(plan), "--write", "--yes"])
+            run = H.cli(["prefetch", "apply", str(plan), "--write", "--yes",
+                         "--root", str(work / "proj")])
             outcome, detail = run.kind, f"{path}={value!r}: {run.output.strip()[-300:]}"
             assert not marker.exists(), f"payload ran: {detail}"
             if (work / "outside" / "victim.py").read_bytes() != outside or \

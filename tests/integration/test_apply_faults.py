@@ -46,9 +46,10 @@ def up(sha, **kw):
 
 
 @pytest.fixture()
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
     proj = tmp_path / "proj"
     proj.mkdir()
+    monkeypatch.chdir(proj)               # apply's default root: the folder it runs in
     shutil.copyfile(FIX / "toy_model.py", proj / "toy_model.py")
     sha = sha256_file(proj / "toy_model.py")
     save_plan(Plan(sites=(down(sha),)), proj / "plan_a.yaml")

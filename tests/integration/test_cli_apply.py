@@ -27,7 +27,8 @@ def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", m
 
 
 @pytest.fixture()
-def project(tmp_path):
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)           # apply's default root: the folder it runs in
     shutil.copyfile(FIX / "toy_model.py", tmp_path / "toy_model.py")
     shutil.copyfile(FIX / "toy_factory.py", tmp_path / "toy_factory.py")
     (tmp_path / "runner.yaml").write_text("model_config:\n  custom_params:\n    batch: 1\n")
@@ -269,9 +270,10 @@ def test_revert_alone_reverts(project):
 
 
 @pytest.fixture()
-def installed(tmp_path):
+def installed(tmp_path, monkeypatch):
     """The same project, but lying inside a site-packages folder (as the Quick start's
-    `--model-src transformers.models...` plan would)."""
+    `--model-src transformers.models...` plan would), apply run from the venv."""
+    monkeypatch.chdir(tmp_path)
     pkg = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "toypkg"
     pkg.mkdir(parents=True)
     shutil.copyfile(FIX / "toy_model.py", pkg / "toy_model.py")
@@ -316,3 +318,44 @@ def test_installed_location_and_unwritable(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "access", lambda p, mode: False)
     assert "not writable" in mod.unwritable(target)
     assert "not writable" in mod.unwritable(tmp_path / "new" / "helper.py")
+
+
+def test_status_says_what_the_files_hold(project):
+    """Issue 34: a dry run's JSON status is not `applied` (nothing was written), and
+    `apply --check` on an applied plan says "applied" for its sites, not "would apply"."""
+    plan = str(project / "plan.yaml")
+    dry = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert (dry["pending"], dry["written"], dry["status"]) == (True, False, "proposed")
+    assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
+    res = runner.invoke(app, ["prefetch", "apply", plan, "--check"])
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.stdout.splitlines() if "toy-up" in ln or "toy-down" in ln]
+    assert len(rows) == 2 and all(ln.rstrip().endswith("applied") for ln in rows), rows
+    assert "would apply" not in res.stdout
+    again = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--json"]).stdout)
+    assert (again["pending"], again["status"]) == (False, "applied")
+    undo = json.loads(runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--check",
+                                          "--json"]).stdout)
+    assert (undo["pending"], undo["status"]) == (True, "applied")
+
+
+def test_default_root_is_where_apply_runs_never_the_plans_folder(tmp_path, monkeypatch):
+    """Issue 34: `analyze --out out/x` puts the plan beside the model, not above it; apply run
+    from the project (no git) takes the current folder as the root, so the plan's `../..`
+    model file is inside it. Run from inside out/x, the same plan is refused: the root is
+    never widened to reach what the plan names."""
+    shutil.copyfile(FIX / "toy_model.py", tmp_path / "toy_model.py")
+    sha = sha256_file(tmp_path / "toy_model.py")
+    out = tmp_path / "out" / "x"
+    out.mkdir(parents=True)
+    save_plan(Plan(sites=(_site("toy-up", "ToyMLP", "up_proj", "self.mlp.up_proj.weight",
+                                "ToyLayer", "self.mlp", "h", sha=sha,
+                                file="../../toy_model.py"),)), out / "plan.yaml")
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["prefetch", "apply", "out/x/plan.yaml", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["root"] == str(tmp_path.resolve()) and doc["applied"] == ["toy-up"]
+    monkeypatch.chdir(out)
+    res = runner.invoke(app, ["prefetch", "apply", "plan.yaml"])
+    assert res.exit_code == 2 and "outside the project root" in res.output

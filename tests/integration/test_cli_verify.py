@@ -40,9 +40,9 @@ def applied(tmp_path, monkeypatch):
               position="after", sha=sha),
     ), mode="eager", switch=Switch())
     save_plan(plan, tmp_path / "plan.yaml")
+    monkeypatch.chdir(tmp_path)           # apply's default root: the folder it runs in
     res = runner.invoke(app, ["prefetch", "apply", str(tmp_path / "plan.yaml"), "--write", "--yes"])
     assert res.exit_code == 0, res.output
-    monkeypatch.chdir(tmp_path)
     for mod in ("toy_model", "toy_factory", "_cannbot_prefetch"):
         monkeypatch.delitem(sys.modules, mod, raising=False)
     yield tmp_path

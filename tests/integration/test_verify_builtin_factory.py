@@ -41,6 +41,12 @@ def _plan_and_apply(model: Path, config: Path, target: str, out: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _in_project(tmp_path, monkeypatch):
+    """apply's default root is the folder it runs in: each test's project is its tmp_path."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
 def _clean_modules():
     before = set(sys.modules)
     yield
@@ -138,3 +144,20 @@ def test_tiny_config_is_consistent():
         assert "torch_dtype" not in tiny
     moe = tiny_config(json.loads((REPO / "examples" / "qwen3-moe" / "config.json").read_text()))
     assert moe["num_experts"] == 4 and moe["num_experts_per_tok"] == 2
+
+
+def test_verify_prints_no_transformers_deprecation_warning(tmp_path):
+    """Issue 34: the decode step passes the KV cache by its current name (`cache` where the
+    model takes it): transformers 5.x warned "`past_key_values`/`cache_params` are deprecated"
+    on every verify of a transformers model. A process of its own: transformers warns once."""
+    import subprocess
+
+    config = REPO / "examples" / "llama3.2-1b-en" / "config.json"
+    model = _copy("llama", tmp_path / "src")
+    plan = _plan_and_apply(model, config, "LlamaMLP.down_proj", tmp_path)
+    res = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
+                          "prefetch", "verify", str(plan), "--model-config", str(config),
+                          "--out", str(tmp_path / "verify.json")],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "deprecated" not in res.stderr.lower(), res.stderr

@@ -218,7 +218,9 @@ class Planned:
     def design_text(self) -> str:
         from ..plan.design import render_design
 
-        return render_design(self.design)
+        # the plan named as `--out` named its folder, so the printed commands run as printed
+        # from where analyze ran (apply's default root is that folder's project)
+        return render_design(self.design, plan_name=str(Path(self.out or ".") / self.PLAN_NAME))
 
     def files(self) -> dict[Path, str]:
         """Every output, rendered: {path: text}; the design's pictures (plan/picture.py) beside it."""

@@ -108,6 +108,8 @@ class Rewrite:
         doc = changes.to_json()
         doc["written"] = bool(changes.written)
         doc["pending"] = self.pending
+        if self.pending:        # nothing written: the files' status is still the one before
+            doc["status"] = "applied" if changes.revert else "proposed"
         doc["changed_files"] = [f.path for f in changes.files if f.status == "changed"]
         for fj, f in zip(doc["files"], changes.files):
             if f.kind == "helper" and f.status == "changed":
@@ -148,7 +150,8 @@ def apply(plan, *, helper=None, root=None, allow_installed: bool = False,
           lang: str = "en") -> Rewrite:
     """The plan's sites inserted into its model files, in memory. `helper`: where the helper
     module goes (default: beside the first model file); `root`: the project root the plan's
-    files must lie under (default: the git work tree holding the plan, else its folder)."""
+    files must lie under (default: the git work tree holding the current folder, else the
+    current folder)."""
     return _rewrite(plan, revert=False, check=False, helper=helper, root=root,
                     allow_installed=allow_installed, lang=lang)
 

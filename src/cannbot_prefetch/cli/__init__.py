@@ -265,49 +265,5 @@ _register()
 
 
 def main() -> None:
-    """Run the CLI, then leave without the interpreter's teardown (the console script comes
-    here through console.main, which keeps compiled code between runs first)."""
-    _collector_off(sys.argv[1:])
-    from ..console import codecache
-
-    codecache.install(command=codecache.command_of(sys.argv[1:]))
-    try:
-        app()
-    except SystemExit as exc:
-        exit_now(exc.code)
-    exit_now(0)
-
-
-def _collector_off(argv: Sequence[str]) -> None:
-    """No cyclic garbage collection for the life of a command that reads profiles or rewrites
-    source: it builds 10^5-10^6 acyclic objects (trace events, timeline ops, syntax trees)
-    that reference counting frees, and the collector would only rescan them as they pile up
-    (2.5% of an analyze's instructions at 30 steps, measured with callgrind; a collection
-    right after a paused stage costs 20-40 ms at 120 steps). `verify` runs the user's model
-    and keeps the collector. The library (api/) leaves the collector as it finds it."""
-    import gc
-
-    if "verify" not in argv:
-        gc.disable()
-
-
-def exit_now(code: object) -> None:
-    """Exit as `sys.exit(code)` would, minus tearing down every module and object: after a
-    1M-row analyze that teardown costs ~0.05-0.1 s and changes nothing a user sees. Output is
-    flushed and atexit handlers run first; the files we write are closed by their writers."""
-    import atexit
-
-    if code is None:
-        status = 0
-    elif isinstance(code, int):
-        status = code
-    else:                               # sys.exit("text") prints the text and exits 1
-        print(code, file=sys.stderr)
-        status = 1
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass                        # a closed pipe at the very end: nothing left to say
-    atexit._run_exitfuncs()
-    os._exit(status & 0xFF)
+    """The `cannbot` console script: run the CLI, which exits with the command's code."""
+    app()

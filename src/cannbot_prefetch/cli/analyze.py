@@ -85,21 +85,6 @@ def analyze(
 ) -> None:
     """Find memory-bound MatMul-family operators (roofline + counters); with --model-src, plan prefetches."""
     def body():
-        from ..profiling import trace_ahead
-
-        # before the heavy imports below: the trace is read beside them (trace_ahead.py)
-        if trace_ahead.start(profile, rank=_parse_rank(rank), run=run) and model_src:
-            # what the plan needs and that no profile decides (its modules, the model source
-            # parsed), done while the trace is read rather than after it
-            from ..plan import design  # noqa: F401
-            from ..pipeline import prepare_source
-
-            try:
-                pairs = _parse_src_map(src_map)
-            except Exception:            # noqa: BLE001 (said below, in its place)
-                pairs = None
-            if pairs is not None:
-                prepare_source(model_src, model_config, tp, moe_tp, pairs, mode)
         from ..api import Planned, analyze as run_analyze
         from ..errors import InputError
         from ..hardware import parse_peak_overrides

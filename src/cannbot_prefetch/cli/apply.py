@@ -37,7 +37,9 @@ def _status(site_id: str, changes, done: bool, lang: str) -> str:
     if changes.revert:
         return t("apply.removed" if done else "apply.would_remove", lang)
     if site_id in set(changes.applied):
-        return t("apply.applied" if done else "apply.would_apply", lang)
+        # in a file apply leaves as it is, the site is there already (a re-run, --check)
+        present = any(site_id in f.applied and f.status == "unchanged" for f in changes.files)
+        return t("apply.applied" if done or present else "apply.would_apply", lang)
     return "-"
 
 
@@ -104,7 +106,7 @@ def apply(
                                   "by default apply refuses and says how to copy the file.")] = False,
     root: Annotated[Path | None, typer.Option("--root", help="Project root: the plan's files must lie "
                                               "under it (default: the git work tree holding the "
-                                              "plan, else the plan's folder).")] = None,
+                                              "current folder, else the current folder).")] = None,
     debug: DebugOpt = False,
     as_json: JsonOpt = False,
     lang: LangOpt = "en",

@@ -58,8 +58,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     if hw is None:
         from ..hardware import resolve
         hw = resolve(None, profile_info)
-    ready = _ready.pop(_source_key(model_src, config, opts), None)
-    cfg, cfg_path, ms, mapper = ready or _source(model_src, config, opts, pol)
+    cfg, cfg_path, ms, mapper = _source(model_src, config, opts, pol)
     notes: list[str] = []
     rejections: list[Rejection] = []
     views: list[tuple[Candidate | None, Mapped, Sized]] = []
@@ -165,36 +164,6 @@ def _targets(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, An
         t = TargetSig.of(s)
         rejections.append(Rejection(t.label, code, why, t))
     return signatures, targets, rejections
-
-
-# The model source read ahead (prepare_source), by its arguments: taken once by build_plan.
-_ready: dict[tuple, tuple] = {}
-
-
-def prepare_source(model_src: str, config: str | os.PathLike | None, tp: int = 1,
-                   moe_tp: int = 1, src_map: Sequence[str] = (), mode: str | None = None) -> None:
-    """Read, parse and flatten the model source ahead of build_plan, which takes it when
-    asked with the same arguments (`src_map` as PlanOptions holds it). The model source does
-    not depend on the profile, so the CLI does this while its trace reader works
-    (profiling/trace_ahead.py). Anything wrong is left for build_plan to find and say, in
-    its place: nothing is kept then."""
-    try:
-        pol = policy()
-        opts = with_defaults(PlanOptions(tp=tp, moe_tp=moe_tp, src_map=tuple(src_map),
-                                         mode=mode), pol)
-        key = _source_key(model_src, config, opts)
-        if key is not None:
-            _ready[key] = _source(model_src, config, opts, pol)
-    except Exception:           # noqa: BLE001 (build_plan reads it again and reports)
-        pass
-
-
-def _source_key(model_src, config, opts: PlanOptions) -> tuple | None:
-    """What the model source read depends on; None (never read ahead) for a config dict."""
-    if isinstance(config, dict):
-        return None
-    return (str(model_src), None if config is None else str(config), opts.tp, opts.moe_tp,
-            tuple(opts.src_map), opts.mode)
 
 
 def _source(model_src, config, opts: PlanOptions, pol: dict):

@@ -13,16 +13,12 @@ Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup
   trace_decode.py / trace_events.py / trace_values.py   a Chrome trace decoded, kept as columns
   trace_reader.py / trace_launch.py / torch_trace.py   rows (and kernel_details' stacks) from
                   Ascend traces, what launched each kernel, rows from PyTorch traces
-  trace_kernels.py  an Ascend trace's kernels and their launches as plain lists (no polars:
-                  trace_events, trace_values and it are what the reader process imports)
   limits.py       input size bounds (policy.yaml `profiling:`), checked before parsing
   stacks.py       stacks for kernel_details rows from the trace_view beside them
   metadata.py     profiler_info / info.json: level, counter group, rank, cores, clock
   steps.py        step selection, warm-up exclusion
-  companions.py   step_trace_time.csv and l2_cache.csv for the report stage
-  companion_files.py  where those and the trace_view.json are (paths only, no polars)
-  trace_ahead.py  the CLI's trace_view read in a forked process while it imports and reads
-                  the kernel table (trace_stacks takes it; any doubt: read here)
+  companions.py   where step_trace_time.csv, l2_cache.csv and trace_view.json are; the
+                  first two read for the report stage
   table.py        the normalized schema (KernelTable, ProfileInfo, Profile)
 Rows come in source order for CSV exports and in start order for DB and trace exports.
 """

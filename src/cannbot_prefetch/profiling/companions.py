@@ -1,4 +1,6 @@
-"""Companion files beside a kernel table: per-step times and per-kernel L2 hit rates.
+"""Companion files beside a kernel table: where they are (`find_companions`: step times, L2 hit
+rates, the trace_view.json with call stacks) and the readers of per-step times and per-kernel
+L2 hit rates.
 
 The report stage compares steps and reads L2 behaviour; these readers return small frames with
 normalized column names, or None when the file is absent or unusable (companions are optional,
@@ -13,6 +15,33 @@ import polars as pl
 
 from .columns import counter_name
 from .values import clean_text
+
+# Layouts whose kernel table borrows call stacks from the trace_view.json beside it (load.py)
+BORROWS_STACKS = frozenset({"ascend_pt", "kernel_csv"})
+_NAMES = {"step_trace_time": "step_trace_time.csv", "l2_cache": "l2_cache.csv",
+          "trace_view": "trace_view.json"}
+
+
+def find_companions(unit) -> dict:
+    """{"root", "step_trace_time", "l2_cache", "trace_view"}: paths found for a discovered unit."""
+    root = Path(unit.root)
+    out: dict = {"root": str(root)}
+    for base in _bases(root, [Path(f) for f in unit.files]):
+        for key, name in _NAMES.items():
+            if key not in out and (base / name).is_file():
+                out[key] = str(base / name)
+    return out
+
+
+def _bases(root: Path, files: list[Path]) -> list[Path]:
+    bases = [f.parent for f in files] + [root, root / "ASCEND_PROFILER_OUTPUT",
+                                         root / "mindstudio_profiler_output"]
+    seen, out = set(), []
+    for b in bases:
+        if b not in seen:
+            seen.add(b)
+            out.append(b)
+    return out
 
 
 def _locate(profile_root, name: str) -> Path | None:

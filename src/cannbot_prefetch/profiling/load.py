@@ -13,7 +13,7 @@ import polars as pl
 from ..errors import InputError
 from ..settings import policy
 from . import columns as C
-from .companion_files import BORROWS_STACKS, find_companions
+from .companions import BORROWS_STACKS, find_companions
 from .csv_reader import read_csv_rows
 from .db_reader import read_db_rows
 from .discover import Discovery, Unit, discover

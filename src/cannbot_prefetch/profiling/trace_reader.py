@@ -4,26 +4,24 @@ torch_trace.py.
 Ascend: one row per kernel in the "Ascend Hardware" process; the launching host thread and
 time are found through the `async_npu` flow (flow id == kernel start in ns), and what the host
 spans there say (trace_launch.py: launch op, `Call stack`, `ProfilerStep#N`) is attached.
-`trace_stacks` is the part a kernel_details table borrows, without the per-kernel rows; the
-kernels and their launches are found in trace_kernels.py (plain Python, for the reader process).
+`trace_stacks` is the part a kernel_details table borrows, without the per-kernel rows.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import polars as pl
 
+from ..errors import InputError
 from ..gc_pause import gc_paused
-from . import trace_ahead
 from .readout import ReadResult, conform, drop_memset
 from .scalars import to_int64
 from .torch_trace import output_dims, torch_rows
 from .trace_events import Trace, join_stack, load_trace
-from .trace_kernels import (hardware_pids, kernel_rows, launcher, stack_columns,
-                            type_from_name)
-from .trace_launch import HOST
+from .trace_launch import HOST, NONE4, host_threads
 from .trace_values import id_arg, text_arg
 
 __all__ = ["read_trace_rows", "output_dims"]
@@ -56,12 +54,8 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
     """What kernel_details rows borrow from the trace_view beside them: `start_ns`, `stack`
     and `launch_op` of every kernel start with a stack (rows match exactly on start_ns). The
     same kernels and answers as `read_trace_rows` (damaged, unnamed and MemSet kernels left
-    out), without building its per-kernel rows. None when it is not an Ascend trace. The
-    columns come from a read started ahead in a second process when there is one
-    (trace_ahead.py), else are read here."""
-    found = trace_ahead.take(path, max_bytes)
-    if found is None:
-        found = stack_columns(path, max_bytes)
+    out), without building its per-kernel rows. None when it is not an Ascend trace."""
+    found = _stack_columns(path, max_bytes)
     if found is None:
         return None
     starts, names, codes, ops, stacks = found
@@ -152,3 +146,69 @@ def _communication_rows(trace: Trace) -> list[tuple]:
         rows.append((x.index[r], name, m.group(1) if m else name, "HCCL", x.start[r],
                      x.dur_us[r], *(None,) * (len(_COLUMNS) - 6)))
     return rows
+
+
+def _stack_columns(path: Path, max_bytes: int) -> tuple[list, list, list, list, list] | None:
+    """(start ns, name, stack code, launch op) of each named, undamaged kernel with a stack,
+    and the distinct stacks a code indexes. None when it is not an Ascend trace."""
+    with gc_paused():
+        trace = load_trace(path, max_bytes)
+        if trace.flavour != "ascend":
+            return None
+        x = trace.x
+        kernels = kernel_rows(trace, path)
+        launch, stacks = launcher(trace)
+        starts, names, codes, ops = [], [], [], []
+        for r in kernels:
+            start, name = x.start[r], x.name[r]
+            if x.bad[r] is not None or name is None:
+                continue
+            code, op, _, _ = launch(start)
+            if code is not None:
+                starts.append(start)
+                names.append(name)
+                codes.append(code)
+                ops.append(op)
+    return starts, names, codes, ops, list(stacks)
+
+
+def hardware_pids(trace: Trace) -> set:
+    return {pid for pid, name in trace.procs.items() if name == "Ascend Hardware"}
+
+
+def kernel_rows(trace: Trace, path: Path) -> list[int]:
+    """The rows of the "Ascend Hardware" process's events; InputError when there are none."""
+    hardware = hardware_pids(trace)
+    kernels = [r for r, pid in enumerate(trace.x.pid) if pid in hardware]
+    if not kernels:
+        raise InputError("trace holds no Ascend Hardware kernels", path=str(path))
+    return kernels
+
+
+def launcher(trace: Trace):
+    """(launch(kernel start ns) -> (stack code, launch op, its input dims as written, step),
+    the distinct stacks by code): the async_npu flow whose id is the kernel's start names the
+    launching thread and time, that thread's nesting what enclosed the launch."""
+    stacks: dict[str, int] = {}     # each distinct stack's text once; the column gathers it
+    threads = host_threads(trace.x)
+    flows = trace.flows
+
+    def launch(start: int) -> tuple:
+        flow = flows.get(start)
+        if flow is not None:
+            on = threads.get(flow[0])
+            if on is not None:
+                stack, op, dims, step = on.launch(flow[1])
+                code = None if stack is None else stacks.setdefault(stack, len(stacks))
+                return code, op, dims, step       # dims as written: join_stack() to show
+        return NONE4
+    return launch, stacks
+
+
+@functools.lru_cache(maxsize=8192)    # asked per kernel; a trace has a few hundred names
+def type_from_name(name: str) -> str | None:
+    """aclnn kernels are `<api>_<tiling>_<OpType>`: the last part is the op type."""
+    parts = name.split("_")
+    if name.startswith("aclnn") and len(parts) >= 3 and parts[-1]:
+        return parts[-1]
+    return None

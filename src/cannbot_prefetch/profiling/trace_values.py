@@ -6,8 +6,9 @@ shortcuts of them: a column all in the spelling every exporter writes (`digits.d
 checked and converted by C passes over the whole column (str.join, bytes.translate, msgspec),
 any other column value by value through the scalar definition
 (tests/unit/profiling/test_trace_values.py holds them equal on generated spellings). A trace
-holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. Plain Python
-(no polars), so the reader process trace_ahead.py starts needs no polars import (~0.35 s).
+holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. They stay
+plain Python: the columns are lists the decoder built, and a polars round trip would add a
+copy of each without removing the per-value fallback.
 """
 
 from __future__ import annotations
@@ -21,17 +22,9 @@ from .scalars import MAX_DURATION_US, MAX_START_NS, text_to_ns
 from .trace_decode import SLOT
 
 
-def ns_of(ts: Any) -> int | None:
-    """One timestamp (decimal µs, text or number) -> integer ns, or None: text_to_ns with
-    the common spelling (`digits.ddd`, at most 16 integer digits) inlined."""
-    if type(ts) is str:
-        n = len(ts) - 4
-        if 0 < n <= 16 and ts[n] == ".":
-            digits = ts[:n] + ts[n + 1:]
-            if digits.isdigit() and digits.isascii():
-                ns = int(digits)
-                return ns if ns < MAX_START_NS else None
-    return text_to_ns(ts)
+# One timestamp (decimal µs, text or number) -> integer ns, or None: the one definition every
+# reader uses (scalars.text_to_ns; the CSV's column form is values.us_text_to_ns, tested equal)
+ns_of = text_to_ns
 
 
 def dur_of(dur: Any) -> float | None:

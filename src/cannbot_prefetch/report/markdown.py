@@ -157,7 +157,7 @@ def _item4(d: ReportData, t, w) -> None:
           f"`{s.insert.anchor_call}` | `{s.target.weight_expr}` | `{s.join.cls}.{s.join.method}` {s.join.where} | "
           f"`{decode_guard_text(s)}` |")
     w("")
-    w(t.k('report.md.inserted_code_carries_the_marker_cannbot'))
+    w(t.k('report.md.inserted_code_carries_the_marker_cannbot', p0=d.plan_path))
     w("")
 
 
@@ -219,7 +219,9 @@ def _how_to_run(d: ReportData, t, w, files) -> None:
     w(t.k('report.md.on_the_npu_host_cann_torch', p0=d.plan_path))
     w("")
     w("```bash")
-    w(f"cannbot prefetch verify {d.plan_path} --factory my_pkg.build:make_model_and_inputs --out verify.json")
+    # the built-in factory (a tiny model from the config.json beside the model file or the
+    # plan): runs as printed; a --factory of the user's own is in `verify --help`
+    w(f"cannbot prefetch verify {d.plan_path} --out verify.json")
     w(f"python {script} --factory my_pkg.build:make_model_and_inputs --steps 10 --verify-result verify.json")
     w("```")
     w("")

@@ -219,13 +219,11 @@ WINDOW_CAPS = ("hbm_headroom", "cmo_rate_x_window")   # caps that a longer windo
 
 
 def size_for(site, coefficient: float) -> tuple[int, str]:
-    """max_size for a coefficient under the plan's binding caps: (bytes, what bound it). A cap
-    with `binding: false` (the default CMO rate) is a risk shown in the plan, never a bound."""
-    by_coef = int(weight_bytes(site) * coefficient)
-    limit, bound = by_coef, "coefficient"
-    for cap in site.basis.caps:
-        if cap.name != "weight" and cap.binding and cap.bytes < limit:
-            limit, bound = int(cap.bytes), cap.name
+    """max_size for a coefficient under the plan's binding caps: (bytes, what bound it), by
+    sizing.bound_size, the rule analyze sized the site with."""
+    from ..sizing import bound_size
+
+    limit, bound = bound_size(int(weight_bytes(site) * coefficient), site.basis.caps)
     return max(1, limit), bound
 
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from ..legality import MISSING, UNSAFE, Location, Placement, Problem, TargetRef, locate
 from ..plan import Site, Switch, grammar
 from ..pysource import ClassInfo, SourceView, parse_view
@@ -104,18 +102,6 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
         if isinstance(lines, str):
             return Problem(MISSING if " is not defined in this file" in lines else UNSAFE, lines)
     return res
-
-
-def site_problem(code: str, pl: Placement, target: TargetRef, *, mode: str = "eager",
-                 switch: Switch | None = None) -> str | None:
-    """None when apply would insert this placement into `code`, else apply's reason."""
-    try:
-        view = parse_view(strip_markers(split_bom(code)[1]),
-                          {target.cls, pl.insert.cls, pl.join.cls})
-    except cst.ParserSyntaxError as exc:
-        return f"the file does not parse: {str(exc).splitlines()[0]}"
-    res = check_site(view, pl, target, mode=mode, switch=switch)
-    return res.message if isinstance(res, Problem) else None
 
 
 

@@ -8,7 +8,7 @@ adds the switch to a YAML runner config.
 
 Safety rules (issue 11; CONTRACTS "Plan fields are data"):
 - every target and config file lies under the project root: `--root`, else the git work tree
-  holding the plan, else the plan's folder (checked on the path as written and on the file a
+  holding the current folder, else the current folder (checked on the path as written and on the file a
   symlink leads to);
 - a symlinked model file is written through (the link stays) and the helper goes next to the
   path that is imported, the link's own folder (`from . import` resolves there);

@@ -1,6 +1,8 @@
-"""Where files may be: the project root (`--root`, else the git work tree holding the plan,
-else the plan's folder) and the rule that every file a plan touches lies under it, checked on
-the path as written and on the file a symlink leads to."""
+"""Where files may be: the project root (`--root`, else the git work tree holding the current
+folder, else the current folder) and the rule that every file a plan touches lies under it,
+checked on the path as written and on the file a symlink leads to. The default never comes
+from the plan (its folder or anything it names): `--out out/x` puts a plan beside the model,
+not above it, and a plan must not widen what it may touch."""
 
 from __future__ import annotations
 
@@ -18,14 +20,15 @@ def _git_top(folder: Path) -> Path | None:
 
 
 def project_root(plan_path: Path, root: str | os.PathLike | None = None) -> Path:
-    """`--root`, else the git work tree that holds the plan, else the plan's folder."""
+    """`--root`, else the git work tree holding the current folder, else the current folder
+    (`plan_path` only names the plan in messages)."""
     if root is not None:
         r = Path(root)
         if not r.is_dir():
             raise InputError("--root is not a folder", path=str(r))
         return r.resolve()
-    folder = plan_path.resolve().parent
-    return _git_top(folder) or folder
+    here = Path.cwd().resolve()
+    return _git_top(here) or here
 
 
 def _lexical(plan_path: Path, file: str) -> Path:
@@ -49,7 +52,8 @@ def under_root(plan_path: Path, file: str, root: Path, what: str) -> tuple[Path,
     real = lex.resolve()
     root_lex = Path(os.path.normpath(root.absolute()))
     if not (_inside(real, root) and (_inside(lex, root_lex) or _inside(lex, root))):
-        raise InputError(f"{what} {file!r} lies outside the project root {root} (the plan's "
-                         f"folder, or the git work tree holding it): a plan may only touch files "
-                         f"under it; pass --root to name the project", path=str(plan_path))
+        raise InputError(f"{what} {file!r} lies outside the project root {root} (the git work "
+                         f"tree holding the current folder, else the current folder): a plan may "
+                         f"only touch files under it; run apply from the project, or pass --root "
+                         f"to name it", path=str(plan_path))
     return lex, real

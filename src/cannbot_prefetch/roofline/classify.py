@@ -78,10 +78,6 @@ class SignatureCost:
         """Measured when counters exist, else analytic."""
         return self.measured_verdict or self.verdict
 
-    @property
-    def shapes_consistent(self) -> bool:
-        return FLAG_INCONSISTENT not in self.flags
-
     def to_json(self) -> dict[str, Any]:
         """Exactly CONTRACTS.md's signature keys."""
         return {k: getattr(self, k) for k in JSON_KEYS}
@@ -102,9 +98,6 @@ class Roofline:
     step_time_us: float | None
     share_basis: str                         # "steps" | "timeline" | "none"
     notes: tuple[str, ...] = ()
-
-    def signatures_json(self) -> list[dict[str, Any]]:
-        return [s.to_json() for s in self.signatures]
 
 
 def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[str, Any]) -> SignatureCost:

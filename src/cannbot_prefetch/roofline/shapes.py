@@ -28,14 +28,6 @@ DTYPE_BYTES: dict[str, float] = {
     "SIGNED CHAR": 1, "UNSIGNED CHAR": 1, "C10::FLOAT8_E4M3FN": 1, "C10::FLOAT8_E5M2": 1,
 }
 
-# Canonical name for the same spellings (for peak lookup and display).
-_CANON: dict[str, str] = {
-    "FLOAT32": "FLOAT", "FP32": "FLOAT", "FP16": "FLOAT16", "HALF": "FLOAT16", "C10::HALF": "FLOAT16",
-    "BFLOAT16": "BF16", "C10::BFLOAT16": "BF16", "FLOAT64": "DOUBLE", "LONG INT": "INT64",
-    "LONG": "INT64", "INT": "INT32", "SHORT": "INT16", "SIGNED CHAR": "INT8", "UNSIGNED CHAR": "UINT8",
-    "C10::FLOAT8_E4M3FN": "FLOAT8_E4M3FN", "C10::FLOAT8_E5M2": "FLOAT8_E5M2",
-}
-
 NZ_FORMATS = ("FRACTAL_NZ", "FRACTAL_NZ_C0_16", "FRACTAL_NZ_C0_32")
 
 _NESTED = re.compile(r"^\s*\[")
@@ -115,13 +107,6 @@ def parse_list(text: str | None) -> tuple[str, ...]:
                 item = item[len(prefix):]
         out.append(item)
     return tuple(out)
-
-
-def canon_dtype(dtype: str | None) -> str:
-    d = (dtype or "").strip().upper()
-    if d.startswith("DT_"):
-        d = d[3:]
-    return _CANON.get(d, d)
 
 
 def dtype_bytes(dtype: str | None) -> float | None:

@@ -245,9 +245,10 @@ def _model_class(module, data: dict[str, Any], path: Path):
 
 
 # ------------------------------------------------------------------------------ the inputs
-# The KV-cache argument and output field: `past_key_values` (transformers 4.x, most model code),
-# `cache` (transformers 5.x).
-_CACHE_NAMES = ("past_key_values", "cache")
+# The KV-cache argument and output field: `cache` (transformers 5.x), else `past_key_values`
+# (transformers 4.x, most model code). The current name first: 5.x still takes the old one but
+# prints a deprecation warning for it on every call.
+_CACHE_NAMES = ("cache", "past_key_values")
 
 
 def decode_step(model, vocab: int):

@@ -12,7 +12,7 @@ of its measured time. Only without hardware numbers (a bare `find_windows` call)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any, Iterable
 
@@ -34,6 +34,9 @@ class WindowRules:
     large_op_bytes: int
     large_op_us: float
     verdict: tuple[tuple[str, float], ...] = ()   # policy `verdict` thresholds
+    # kind_of's answers, owned by these rules (asked once per timeline op; a module dict keyed
+    # by id() handed a freed object's answers to a new one that reused its id)
+    _kinds: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def classify(self, op_type: str | None, name: str | None, core: str | None, nbytes: int,
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
@@ -91,14 +94,11 @@ class WindowRules:
     def kind_of(self, op_type: str | None, name: str | None, core: str | None) -> str:
         """communication | matmul | mover | light | other, from names alone (cached: asked
         once per timeline op)."""
-        key = (id(self), op_type, name, core)
-        hit = _KINDS.get(key)
+        key = (op_type, name, core)
+        hit = self._kinds.get(key)
         if hit is None:
-            hit = _KINDS[key] = _kind_of(self, op_type, name, core.upper() if core else None)
+            hit = self._kinds[key] = _kind_of(self, op_type, name, core.upper() if core else None)
         return hit
-
-
-_KINDS: dict[tuple, str] = {}
 
 
 def _kind_of(rules: "WindowRules", op_type: str | None, name: str | None,

@@ -424,42 +424,10 @@ def test_manual_sizes_follow_tp(llama_src):
     assert by["q_proj"].basis.dims == (1024, 2048)
 
 
-def test_the_model_source_read_ahead_is_taken_once_and_gives_the_same_plan(llama_roof,
-                                                                           llama_src):
-    """prepare_source (the CLI's, while its trace reader works) leaves what build_plan would
-    read itself; build_plan takes it for the same arguments only, and only once."""
-    from cannbot_prefetch.plan import build
-
-    roof, info, hw = llama_roof
-    src, cfg = llama_src
-    want = plan_to_dict(build_plan(roof, info, hw, src, cfg, PlanOptions())[0])
-    build.prepare_source(str(src), str(cfg))
-    assert len(build._ready) == 1
-    ready = next(iter(build._ready.values()))
-    build.prepare_source(str(src), str(cfg), tp=2)       # other arguments: another entry
-    assert len(build._ready) == 2
-    took = []
-    real = build._source
-    build._source = lambda *a: took.append(a) or real(*a)
-    try:
-        got = build_plan(roof, info, hw, str(src), str(cfg), PlanOptions())
-    finally:
-        build._source = real
-    assert not took and ready not in build._ready.values()     # taken, not read again
-    assert plan_to_dict(got[0]) == want
-    build._ready.clear()
-
-
-def test_a_model_source_read_ahead_that_fails_leaves_the_error_to_build_plan(llama_src,
-                                                                             tmp_path):
-    from cannbot_prefetch.plan import build
-
+def test_a_model_source_that_does_not_parse_is_said_by_build_plan(llama_src, tmp_path):
     src, cfg = llama_src
     broken = tmp_path / "broken.py"
     broken.write_text(src.read_text().replace("def forward(self, x):", "def forward(self, x:", 1))
-    build.prepare_source(str(broken), str(cfg))
-    build.prepare_source(str(src), str(tmp_path / "no-config.json"))
-    assert build._ready == {}
     with pytest.raises(SourceError, match="does not parse"):
         build_plan(None, None, hardware.load("910B3"), str(broken), str(cfg),
                    PlanOptions(targets=("LlamaMLP.down_proj",)))

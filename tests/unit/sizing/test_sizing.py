@@ -217,3 +217,19 @@ def test_at_most_per_call_is_never_below_the_expected_saving(mean_us):
     bare = per_call_bound(_site({}, 16 * MIB), B3)
     assert bare.low == pytest.approx(16 * MIB / 1.6e12 * (1 - 1 / 3.4) * 1e6, abs=1e-3)
     assert bare.low <= t_roof * 1e6
+
+
+def test_bound_size_takes_the_smallest_binding_cap_below_the_coefficient():
+    """Issue 34: the one cap-binding rule (analyze's sizing and the report's next size). Hand
+    values: weight 100 B is what the base is a share of, never a bound; the CMO cap (10 B) is
+    not binding; of the binding caps below the base the smallest binds."""
+    from cannbot_prefetch.plan import Cap
+    from cannbot_prefetch.sizing import bound_size
+
+    caps = (Cap("weight", 100), Cap("cmo_rate_x_window", 10, binding=False),
+            Cap("hbm_headroom", 40), Cap("user", 60))
+    assert bound_size(80, caps) == (40, "hbm_headroom")
+    assert bound_size(50, caps) == (40, "hbm_headroom")
+    assert bound_size(30, caps) == (30, "coefficient")
+    assert bound_size(40, caps) == (40, "coefficient")          # a cap equal to the base: base
+    assert bound_size(200, (Cap("weight", 100),)) == (200, "coefficient")

@@ -109,3 +109,39 @@ def test_generated_decode_attention_by_context(tmp_path, context, memory_bound):
     else:
         assert isinstance(o[0], Candidate)
         assert [(p.type, p.cls) for p in o[0].window.ops] == [("FusedInferAttentionScore", LIGHT)]
+
+
+def test_kind_of_answers_belong_to_their_rules_object():
+    """Issue 34: kind_of's cache was a module dict keyed by id(rules); a new WindowRules that
+    reused a freed one's id took its answers. 200 short-lived rule objects, alternating
+    whether "MatMul" is a MatMul pattern: each answers by its own patterns."""
+    import gc
+
+    from cannbot_prefetch.windows.classes import rules_from
+
+    wrong = 0
+    for i in range(200):
+        config = {"matmul": ["MatMul"] if i % 2 == 0 else [], "communication": [],
+                  "movers": [], "light": [], "communication_cores": []}
+        rules = rules_from(config, {})
+        want = "matmul" if i % 2 == 0 else "other"      # by the patterns just given
+        wrong += rules.kind_of("MatMulV3", "aclnnMatmul_MatMulV3", "AI_CORE") != want
+        del rules
+        gc.collect()
+    assert wrong == 0
+
+
+def test_a_long_op_is_heavy_only_when_not_known_to_be_compute_bound():
+    """Issue 34 part 4 (the memory-bound condition of a long op survived the mutation run).
+    Without hardware numbers the sizes stand in: an op of 50 µs (>= windows.large_op_us 20)
+    with unknown bytes is a long mover, unless its verdict says it is not memory-bound."""
+    from cannbot_prefetch.windows.classes import rules_from
+
+    rules = rules_from({"movers": ["TransData"], "matmul": [], "communication": [],
+                        "light": [], "communication_cores": []}, {"windows": {"large_op_us": 20}})
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 50.0) == \
+        (HEAVY, "long data movement (50.0 µs, bytes unknown)")
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 50.0,
+                          memory_bound=False) == \
+        (LIGHT, "small data movement (50.0 µs, bytes unknown)")
+    assert rules.classify("TransData", "TransData", "AI_VECTOR_CORE", 0, 19.0)[0] == LIGHT
