@@ -22,9 +22,10 @@ from .metadata import LEVEL0_NOTE, Meta, infer_level, read_meta
 from .readout import ReadResult
 from .stacks import attach_trace_stacks
 from .steps import select_steps
-from .table import PIPE_COUNTERS, KernelTable, Profile, ProfileInfo
+from .table import MEMORY_COUNTERS, PIPE_COUNTERS, KernelTable, Profile, ProfileInfo
 
-ANALYSIS_COUNTERS = frozenset(PIPE_COUNTERS) | {c for c, _ in C.METRIC_FINGERPRINTS}
+ANALYSIS_COUNTERS = (frozenset(PIPE_COUNTERS) | frozenset(MEMORY_COUNTERS)
+                     | {c for c, _ in C.METRIC_FINGERPRINTS})
 
 
 def load_profile(path, rank: int | None = None, run: str | None = None, step: int | None = None,
