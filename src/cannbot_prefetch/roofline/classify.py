@@ -79,6 +79,7 @@ class SignatureCost:
     hbm_share: float | None = None  # achieved HBM bandwidth / the part's rate (mean time)
     bytes_basis: str | None = None  # "measured" (MemoryAccess counters) | "analytic"
     measured_read_bytes: float | None = None   # mean bytes read from main memory per call
+    other_input_bytes: int = 0      # the inputs other than the weight, as stored
 
     @property
     def final_verdict(self) -> str:
@@ -164,7 +165,8 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
         output_shapes=row["output_shapes"], name=row.get("name"), flags=tuple(flags), samples=samples,
         evidence=evidence if measured is not None else None,
         evidence_why=m_why if measured is not None else None, hbm_share=share,
-        bytes_basis=basis if moved else None, measured_read_bytes=read)
+        bytes_basis=basis if moved else None, measured_read_bytes=read,
+        other_input_bytes=cost.other_input_bytes if cost else 0)
 
 
 def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[str, Any],

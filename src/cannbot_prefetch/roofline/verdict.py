@@ -46,6 +46,8 @@ def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
     4. counters: MTE2 busy (>= threshold and > mac) and AI under the ridge -> memory-bound
        (pipe and intensity agree); a busy MTE2 with AI between the ridge and ridge_margin x
        ridge, below the HBM roof, is `borderline`;
+    Without pipe counters (MemoryAccess only) an op below the HBM roof is latency- (or, by its
+    shapes, compute-) bound.
     5. otherwise latency-bound; a ratio within ratio_margin of its threshold (a cube nearly busy
        beside a memory verdict, or no pipe quite busy) is `borderline` with both numbers."""
     if mac is None and mte2 is None and basis != "measured":
@@ -72,6 +74,10 @@ def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
         also = f"; the cube is busy too (mac {c:.2f})" if c >= lim_c else ""
         return Verdict.MEMORY, "hbm", (f"HBM at {share:.0%} >= {roof:.0%} of its rate ({basis} "
                                        f"bytes / mean time{also}; {nums})")
+    if not pipes and share is not None:   # MemoryAccess bytes only, below the HBM roof
+        v = analytic if analytic in (Verdict.COMPUTE, Verdict.LATENCY) else Verdict.LATENCY
+        return v, "hbm", (f"HBM at {share:.0%} < {roof:.0%} of its rate ({basis} bytes / mean "
+                          f"time): the op runs below the HBM roof ({nums})")
     if c >= lim_c:
         return Verdict.COMPUTE, "cube", (f"mac {c:.2f} >= {lim_c}: the cube is busy and HBM is "
                                          f"not at its roof ({nums})")
