@@ -98,3 +98,42 @@ def test_cli_says_which_evidence_decided(samples, tmp_path):
     assert res.exit_code == 0, res.output
     assert "compute-bound by intensity ×11" in res.output
     assert "memory-bound" not in res.output.split("Measured verdicts")[1]
+
+
+# ---------------------------------------------------------------- issue 31 (d): A1-class layout
+A1 = "msinsight-2024-10-a1"
+A1_KERNELS = f"{A1}/rank0_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"
+
+
+def test_a1_unprefixed_counters_give_measured_verdicts(samples):
+    """The Ascend 910 export names its counters mac_ratio / mte2_ratio (no aic_ prefix) and adds
+    memory_bound: every MatMul signature gets a measured verdict from its own rows' means, and
+    the part is the A1 profile, said to be an assumption."""
+    path = samples / A1_KERNELS
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    from cannbot_prefetch import hardware
+    from cannbot_prefetch.profiling.load import load_profile
+    from cannbot_prefetch.roofline import classify
+
+    prof = load_profile(samples / A1)
+    assert prof.info.chip_class == "A1"
+    assert {"aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio"} <= set(prof.table.df.columns)
+    hw = hardware.resolve(None, prof.info)
+    assert hw.name == "910A" and hardware.is_assumed(hw) and "A1-class" in hw.detected_from
+    # the test's own means of the CSV's unprefixed counters per (type, input shapes), kept steps
+    kept = {str(s) for s in prof.info.steps}
+    sums = defaultdict(lambda: [0, 0.0, 0.0])
+    with open(path, newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            if r["Step Id"] in kept and "MatMul" in r["Type"] and r["mac_ratio"] not in ("", "N/A"):
+                acc = sums[(r["Type"], r["Input Shapes"].strip('"'))]
+                acc[0] += 1
+                acc[1] += float(r["mac_ratio"])
+                acc[2] += float(r["mte2_ratio"])
+    roof = classify(prof.table, hw)
+    assert len(roof.signatures) == len(sums) >= 5
+    for s in roof.signatures:
+        n, mac, mte2 = sums[(s.type, s.input_shapes)]
+        assert s.mean_mac_ratio == pytest.approx(mac / n) and s.mean_mte2_ratio == pytest.approx(mte2 / n)
+        assert s.measured_verdict is not None and s.evidence
