@@ -76,9 +76,7 @@ def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
                          "__ext": {k[3] for k in launched[ev.index]} if kernels else ()})
     rows, dropped, samples = _drop_damaged(rows, events, steps, bad_kernels, source)
     if not rows and not dropped:
-        raise InputError("trace holds no cpu_op events (record with "
-                         "torch.profiler.profile(record_shapes=True, with_stack=True))",
-                         path=str(path))
+        raise InputError(_nothing_read(events, kernels, host_only), path=str(path))
     df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "output_shapes": pl.Utf8,
                                               "step": pl.Int64,
                                               "output_dtypes": pl.Utf8, "stack": pl.Utf8,
@@ -93,6 +91,33 @@ def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     skipped = bad + dropped
     return ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
                       samples=samples, notes=notes)
+
+
+# Kineto categories of PyTorch before 1.10 (1.8 / 1.9), which this reader does not read.
+OLD_CATS = ("Operator", "Kernel", "Runtime", "Memcpy", "Memset")
+
+
+def _nothing_read(events: list[Event], kernels: dict, host_only: int) -> str:
+    """Why a PyTorch trace gave no row, from what it holds (issue 31: never a false 'no cpu_op'
+    for a trace with 40k of them)."""
+    from collections import Counter
+    cats = Counter(e.cat for e in events)
+    n_ops = cats.get("cpu_op", 0)
+    if n_ops and kernels and host_only:
+        n_k = sum(len(v) for v in kernels.values())
+        return (f"trace holds {n_ops} cpu_op and {n_k} device kernel event(s), but no kernel's "
+                "`External id` matches a cpu_op's: in traces of PyTorch ~1.12-2.0 it holds the "
+                "launch's correlation id, a linkage this reader does not follow yet (profile with "
+                "PyTorch >= 2.1, or export a CPU-only trace)")
+    old = {c: cats[c] for c in OLD_CATS if cats.get(c)}
+    if old and not n_ops:
+        seen = ", ".join(f"{n} '{c}'" for c, n in old.items())
+        return (f"trace holds no cpu_op events but {seen} event(s): the category names of "
+                "PyTorch < 1.10 traces, which this reader does not read (profile with "
+                "PyTorch >= 1.10)")
+    seen = ", ".join(f"{n} '{c}'" for c, n in cats.most_common(4) if c) or "no categorised events"
+    return (f"trace holds no cpu_op events ({seen}; record with "
+            "torch.profiler.profile(record_shapes=True, with_stack=True))")
 
 
 def _drop_damaged(rows: list[dict], events: list[Event], steps: list[tuple[int, int, int]],
