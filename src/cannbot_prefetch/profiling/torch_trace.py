@@ -16,6 +16,8 @@ work, so using them for a roofline would be wrong.
 
 from __future__ import annotations
 
+import gzip
+import re
 from pathlib import Path
 
 import polars as pl
@@ -96,8 +98,33 @@ def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
                      "correlation id (their External id is not a cpu_op's: PyTorch ~1.12-2.0 "
                      "layout)")
     skipped = bad + dropped
-    return ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
-                      samples=samples, notes=notes)
+    result = ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
+                        samples=samples, notes=notes)
+    gpu = device_name(path) if kernels else None
+    if gpu:     # the part the hardware detection matches by name (configs/hardware aliases)
+        result.meta["soc"] = gpu
+    return result
+
+
+_HEAD_BYTES = 1 << 16
+_DEVICE_NAME = re.compile(rb'"deviceProperties"\s*:\s*\[\s*\{[^\]]*?"name"\s*:\s*"([^"\\]{1,120})"')
+
+
+def device_name(path: Path) -> str | None:
+    """The first GPU's name in a Kineto trace's top-level `deviceProperties` (written before
+    `traceEvents`, so the file's first 64 KiB hold it), or None. Read apart from the event
+    decoder, which keeps only events."""
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(_HEAD_BYTES)
+        else:
+            with open(path, "rb") as fh:
+                head = fh.read(_HEAD_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    m = _DEVICE_NAME.search(head)
+    return m.group(1).decode("utf-8", "replace").strip() or None if m else None
 
 
 # Kineto categories of PyTorch before 1.10 (1.8 / 1.9), which this reader does not read.
