@@ -79,8 +79,8 @@ def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
         return v, "hbm", (f"HBM at {share:.0%} < {roof:.0%} of its rate ({basis} bytes / mean "
                           f"time): the op runs below the HBM roof ({nums})")
     if c >= lim_c:
-        return Verdict.COMPUTE, "cube", (f"mac {c:.2f} >= {lim_c}: the cube is busy and HBM is "
-                                         f"not at its roof ({nums})")
+        return Verdict.COMPUTE, "cube", (f"mac {c:.2f} >= {lim_c}: the cube is busy, and no "
+                                         f"measured HBM roof with a busier MTE2 outranks it ({nums})")
     near_cube = c >= lim_c - band
     if mte2_busy:
         why = f"mte2 {m:.2f} >= {lim_m} and > mac {c:.2f}"
