@@ -16,6 +16,11 @@ where p = 99.8 % for 8 of 128 (docs/sources.md).
 T comes from the GroupedMatmul's own rows, the (token, expert) pairs routed to this rank: in
 expectation M_total = T x k x E_rank / E, so T = M_total x E / (k x E_rank).
 
+Where the profile carries MemoryAccess counters (`*_read_main_memory_datas(KB)`), the bytes a
+call really read are measured: the share of the stored expert weight read is (bytes read - the
+other inputs as stored) / weight bytes, and that measured share replaces the routing model
+(`measured_hit`).
+
 Offset and size: the prefetch starts at offset 0 of the rank's [E_rank, N, K] weight and covers
 the first max_size bytes (the seed's GMM formulas). Routing is decided after the prefetch is
 issued, so which experts will be hit is unknown: each prefetched expert is read with probability
@@ -48,6 +53,32 @@ class ExpertsHit:
                 f"= {self.share:.3f}, {self.hit:.1f} of this rank's {self.experts_rank} experts "
                 f"hit per call; the prefetch runs from offset 0, so {self.share:.1%} of its bytes "
                 "count as saved")
+
+
+@dataclass(frozen=True)
+class MeasuredHit:
+    """The share of a GroupedMatmul's stored expert weight its calls read, from MemoryAccess."""
+
+    read_bytes: float     # mean bytes read from main memory per call
+    weight_bytes: int     # the stored expert weight (all experts of this rank)
+    other_bytes: int      # x, scales, group list ... as stored
+    share: float          # (read - other) / weight, within [0, 1]
+
+    def text(self) -> str:
+        return (f"measured (MemoryAccess): {self.read_bytes / 2**20:.1f} MiB read per call, "
+                f"{self.other_bytes / 2**20:.1f} MiB of them inputs other than the weight: "
+                f"{self.share:.1%} of the {self.weight_bytes / 2**20:.1f} MiB expert weight read; "
+                f"the prefetch runs from offset 0, so {self.share:.1%} of its bytes count as saved")
+
+
+def measured_hit(read_bytes: float | None, weight_bytes: int | None,
+                 other_bytes: int | None) -> MeasuredHit | None:
+    """None without a measured read or a weight size."""
+    if not read_bytes or not weight_bytes or weight_bytes <= 0:
+        return None
+    other = max(int(other_bytes or 0), 0)
+    share = min(max((read_bytes - other) / weight_bytes, 0.0), 1.0)
+    return MeasuredHit(float(read_bytes), int(weight_bytes), other, share)
 
 
 def config_int(cfg: dict[str, Any], keys: tuple[str, ...]) -> int | None:

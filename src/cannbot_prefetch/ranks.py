@@ -90,6 +90,7 @@ class CrossRank:
     views: tuple[RankView, ...]          # by rank number
     reference: int                       # the rank analysed in full (the slowest)
     pace_share: float
+    skipped: tuple[tuple[int | None, str, str], ...] = ()   # (rank, folder, why) not read
 
     def view(self, rank: int) -> RankView:
         return next(v for v in self.views if v.rank == rank)
@@ -161,14 +162,18 @@ class CrossRank:
     def note(self) -> str:
         slow = self.view(self.reference)
         fast = min(self.views, key=lambda v: (v.busy_us, v.rank))
-        return (f"--rank all: {len(self.views)} rank(s) read; rank {slow.rank} analysed in full "
-                f"(the slowest: {slow.busy_us:,.1f} us busy outside communication; the fastest, "
-                f"rank {fast.rank}: {fast.busy_us:,.1f} us); targets and windows must hold on "
-                "every rank")
+        read = ", ".join(str(v.rank) for v in self.views)
+        skipped = "".join(f"; rank {'?' if r is None else r} skipped ({folder}: {why})"
+                          for r, folder, why in self.skipped)
+        return (f"--rank all: {len(self.views)} rank(s) read ({read}); rank {slow.rank} analysed "
+                f"in full (the slowest: {slow.busy_us:,.1f} us busy outside communication; the "
+                f"fastest, rank {fast.rank}: {fast.busy_us:,.1f} us); targets and windows must "
+                f"hold on every rank read{skipped}")
 
     def to_json(self) -> dict[str, Any]:
         return {"reference": self.reference, "pace_share": self.pace_share,
-                "ranks": [v.to_json() for v in self.views]}
+                "ranks": [v.to_json() for v in self.views],
+                "skipped": [{"rank": r, "folder": f, "why": w} for r, f, w in self.skipped]}
 
 
 # -------------------------------------------------------------------- reading every rank
@@ -187,7 +192,7 @@ def read_all_ranks(path: str, hardware_for: Callable[[Any], Any], *, run: str | 
     """Read and classify every rank; returns (the reference rank's Profile, its Roofline, the
     CrossRank, the folder holding parked tables or None). `hardware_for(ProfileInfo)` gives the
     part a rank ran on. At most `workers` tables plus the slowest so far are in memory."""
-    from .profiling.discover import discover_ranks
+    from .profiling.discover import discover_ranks, empty_ranks
     from .profiling.load import load_profile
     from .roofline.classify import classify
 
@@ -218,7 +223,10 @@ def read_all_ranks(path: str, hardware_for: Callable[[Any], Any], *, run: str | 
     if not best:
         raise InputError("no rank found", path=str(path))
     ref = best[0]
-    cross = CrossRank(tuple(views), ref.view.rank, float(rp.get("pace_share", 0.95)))
+    root = Path(path).expanduser()
+    skipped = tuple((r, str(f.relative_to(root)) if f != root else f.name, why)
+                    for r, f, why in empty_ranks(root))
+    cross = CrossRank(tuple(views), ref.view.rank, float(rp.get("pace_share", 0.95)), skipped)
     return ref.profile, ref.roofline, cross, park
 
 

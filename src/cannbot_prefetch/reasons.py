@@ -6,6 +6,7 @@ from __future__ import annotations
 NOT_MEMORY_BOUND = "not_memory_bound"
 LATENCY_BOUND = "latency_bound"        # the deciding (measured where counters exist) verdict
 COMPUTE_BOUND = "compute_bound"
+BORDERLINE = "borderline"            # the evidence is within a margin of a threshold (verdict.py)
 NO_SHAPES = "no_shapes"
 NO_SAFE_WINDOW = "no_safe_window"
 COMM_IN_WINDOW = "communication_in_window"

@@ -13,7 +13,7 @@ from cannbot_prefetch.errors import InputError
 from cannbot_prefetch.profiling.table import ProfileInfo
 
 ASCEND = ["910B1", "910B2", "910B3", "910B4", "Ascend910_9382", "Ascend910_9392", "310P3"]
-ALL = ASCEND + ["H100", "H200", "A100-80G"]
+ALL = ASCEND + ["910A", "H100", "H200", "A100-80G"]
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +51,20 @@ def test_ascend_peaks_recomputed_from_cores_and_mhz(name):
     assert p.peaks_tflops["int8"] == pytest.approx(int8, rel=1e-4)
     assert "ASSUMPTION" in p.sources["peaks_tflops.fp32"]
     assert p.cmo_bw_gbps == 285
+
+
+def test_a1_profile_is_the_published_ascend_910():
+    """Issue 31 (d): Ascend 910 (A1) -- 32 AI Cores, 256 TFLOPS fp16 / 512 TOPS int8 as Huawei
+    published them (not the ini formula: no A1 ini value is public); no bf16 on A1: fp16 stands in
+    and says so; the assumed numbers say ASSUMPTION."""
+    p = hardware.load("Ascend910A")
+    assert (p.name, p.cube_cores, p.peaks_tflops["fp16"], p.peaks_tflops["int8"]) == \
+        ("910A", 32, 256.0, 512.0)
+    assert p.ridge("fp16") == pytest.approx(256e12 / 1.2e12)
+    key, note = p.peak_basis("bf16")
+    assert key == "fp16" and "fp16" in note
+    for f in ("hbm_bw_tbps", "l2_bytes", "freq_mhz", "peaks_tflops.fp32"):
+        assert "ASSUMPTION" in p.sources[f], f
 
 
 @pytest.mark.parametrize("name,tflops,bw,l2_mib,ridge", [

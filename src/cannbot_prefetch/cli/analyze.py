@@ -140,6 +140,21 @@ def _mib(v) -> str:
     return "-" if v is None else f"{v / (1 << 20):,.1f}"
 
 
+def _evidence_line(con, sigs: list[dict], lang: str) -> None:
+    """One line: how many signatures each (verdict, deciding evidence) pair holds
+    (roofline/verdict.py gemm_verdict); nothing when no signature has counters."""
+    from ..i18n import t
+
+    counts: dict[tuple[str, str], int] = {}
+    for s in sigs:
+        if s.get("evidence"):
+            key = (s.get("measured_verdict") or "-", s["evidence"])
+            counts[key] = counts.get(key, 0) + 1
+    if counts:
+        items = ", ".join(f"{v} by {e} ×{n}" for (v, e), n in sorted(counts.items()))
+        con.print(t("analyze.evidence", lang, items=items), style="dim")
+
+
 def _found(signatures: list[dict]) -> str:
     """'MatMulV2 x8, BatchMatMul x2': the MatMul-family kernels found, by type."""
     counts: dict[str, int] = {}
@@ -194,6 +209,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     elif not sigs:
         con.print(t("analyze.none_memory_bound", lang, n=len(doc["signatures"]),
                     types=_found(doc["signatures"])), style="bold")
+        _evidence_line(con, doc["signatures"], lang)
     else:
         col = texts("analyze.col", lang)
         table = Table(title=t("analyze.table_title", lang, n=len(sigs), total=len(doc["signatures"])))
@@ -215,6 +231,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
         con.print(table)
         for f in footnotes:
             con.print(f, style="dim")
+        _evidence_line(con, doc["signatures"], lang)
     # Planned sites, then every candidate not planned with its reason (listed sites appear in
     # the rejections too, so each shows once).
     for c in doc.get("candidates", []):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..profiling.table import ProfileInfo
 
 DEFAULT_PART = "910B3"
+A1_PART = "910A"        # an A1-class counter layout without a part name
 USER_DIR_ENV = "CANNBOT_HARDWARE_DIR"
 
 _NUMERIC_FIELDS = ("cube_cores", "vector_cores", "freq_mhz", "hbm_bw_tbps", "l2_bytes",
@@ -178,6 +179,12 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
             also = [p.name for p in hits[1:]]
             extra = f" (same numbers as {', '.join(also)})" if also else ""
             return replace(hits[0], detected_from=f"profile reports {cores} cube cores @ {mhz:g} MHz{extra}")
+    if getattr(info, "chip_class", None) == "A1":
+        # The counter layout says Ascend 910 (A1-class), not which 910 part: still an assumption.
+        return replace(load(A1_PART), detected_from=(
+            f"assumed {A1_PART} (the profile names no part; its counters are in the Ascend 910 "
+            "A1-class layout: mac_ratio / mte2_ratio without aic_, a memory_bound column); pass "
+            "--hardware NAME to choose"))
     prof = load(DEFAULT_PART)
     if info is None:   # manual mode: no profile to detect a part from
         return replace(prof, detected_from=f"default {DEFAULT_PART} (no profile to detect the part "

@@ -58,12 +58,14 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
 
     L += [f"## {t['roofline']}", ""]
     if d.signatures:
-        L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|"]
+        L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|---|"]
         for s in d.signatures:
+            why = (f"{s.get('evidence')}: {s.get('evidence_why')}" if s.get("evidence")
+                   else "roofline")
             L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
                      f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
                      f"{_fmt(s['ai'])} / {_fmt(s['ridge'])} | {s['verdict']} "
-                     f"({s['measured_verdict'] or '–'}) |")
+                     f"({s['measured_verdict'] or '–'}) | {why.replace('|', '/')} |")
     else:
         L.append(t["roofline_none"])
     L.append("")

@@ -55,5 +55,5 @@ def profile_dict(info) -> dict[str, Any]:
 def sig_dict(s: Any) -> dict[str, Any]:
     keys = ("sig_id", "type", "input_shapes", "dtypes", "count", "mean_us", "total_us", "share",
             "ai", "ridge", "t_compute_us", "t_memory_us", "verdict", "measured_verdict", "m", "n",
-            "k", "weight_bytes", "note")
+            "k", "weight_bytes", "note", "evidence", "evidence_why")
     return {k: getattr(s, k, None) for k in keys}

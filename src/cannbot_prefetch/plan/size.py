@@ -79,7 +79,9 @@ def experts_hit(m: Mapped, t: TargetSig, cfg: dict[str, Any]):
     the config does not name the experts and top-k)."""
     if m.role not in ("gmm1", "gmm2") or not t.m:
         return None
-    from ..moe import from_config
+    from ..moe import from_config, measured_hit
+    if t.measured_read_bytes:   # MemoryAccess counters: the bytes read are measured
+        return measured_hit(t.measured_read_bytes, t.weight_bytes, t.other_input_bytes)
     dims = m.target.dims or ()
     e_rank = dims[0] if len(dims) == 3 else (t.weight_shape[0] if len(t.weight_shape) == 3 else 0)
     return from_config(cfg, int(t.m), int(e_rank))

@@ -61,6 +61,8 @@ METRIC_FINGERPRINTS: tuple[tuple[str, str], ...] = (
     ("aic_l0a_read_bw_gbps", "MemoryL0"),
     ("aiv_ub_read_bw_vector_gbps", "MemoryUB"),
     ("aic_r0_read_cache_hit", "L2Cache"),
+    ("aic_read_main_memory_datas_kb", "MemoryAccess"),
+    ("aic_gm_to_l1_datas_kb", "MemoryAccess"),
     ("aiv_r0_read_cache_hit", "L2Cache"),
     ("aiv_vec_bank_cflt_ratio", "ResourceConflictRatio"),
 )
@@ -97,7 +99,21 @@ def counter_name(header: str) -> str:
     name = name.replace("(gb/s)", "_gbps").replace("(mb/s)", "_mbps")
     name = re.sub(r"[^0-9a-z]+", "_", name).strip("_")
     name = re.sub(r"_+", "_", name)
-    return name or "unnamed"
+    return UNPREFIXED_COUNTERS.get(name, name) or "unnamed"
+
+
+# Ascend 910 (A1-class) exports name the PipeUtilization counters without the aic_/aiv_ prefix
+# (one AI Core holds cube and vector, MTE2 feeds both; docs/roofline.md "A1"): read as the
+# prefixed names the analysis uses. `memory_bound` and `cube_utilization(%)` keep their names.
+UNPREFIXED_COUNTERS = {
+    "total_cycles": "aic_total_cycles",
+    "mac_time_us": "aic_mac_time_us", "mac_ratio": "aic_mac_ratio",
+    "mte1_time_us": "aic_mte1_time_us", "mte1_ratio": "aic_mte1_ratio",
+    "mte2_time_us": "aic_mte2_time_us", "mte2_ratio": "aic_mte2_ratio",
+    "scalar_time_us": "aic_scalar_time_us", "scalar_ratio": "aic_scalar_ratio",
+    "vec_time_us": "aiv_vec_time_us", "vec_ratio": "aiv_vec_ratio",
+    "mte3_time_us": "aiv_mte3_time_us", "mte3_ratio": "aiv_mte3_ratio",
+}
 
 
 def metrics_from_columns(columns: list[str] | tuple[str, ...]) -> str | None:

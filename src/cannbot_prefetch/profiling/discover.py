@@ -198,6 +198,39 @@ def _numbered(units: list[Unit], path: Path) -> list[tuple[int, Unit]]:
     return numbered
 
 
+def empty_ranks(path: Path, depth: int = 0) -> list[tuple[int | None, Path, str]]:
+    """torch_npu rank folders under `path` (an ASCEND_PROFILER_OUTPUT or a profiler_info json)
+    that hold nothing the tool reads (no kernel_details.csv, profiler DB or trace_view.json):
+    (rank, folder, what it holds). Real jobs leave such ranks (msinsight-st-qwen3-train: ranks 1
+    and 3 kept only analysis.db and communication files)."""
+    if not path.is_dir():
+        return []
+    out_dir = path / "ASCEND_PROFILER_OUTPUT"
+    if out_dir.is_dir() or list(path.glob("profiler_info*.json")):
+        if _as_unit(path) is not None:
+            return []
+        base = out_dir if out_dir.is_dir() else path
+        try:
+            held = sorted(f.name for f in base.iterdir() if f.is_file())
+        except OSError:
+            held = []
+        what = (f"{base.name if base != path else path.name} holds only {', '.join(held[:6])}"
+                f"{' ...' if len(held) > 6 else ''}" if held else "it holds no files")
+        return [(unit_rank(Unit(path, "ascend_pt", (), "ascend_pt")), path,
+                 f"no kernel table (kernel_details.csv, ascend_pytorch_profiler*.db or "
+                 f"trace_view.json): {what}")]
+    if depth >= _MAX_DEPTH:
+        return []
+    found: list[tuple[int | None, Path, str]] = []
+    try:
+        children = sorted(p for p in path.iterdir() if p.is_dir() and p.name not in _SKIP_DIRS)
+    except OSError:
+        return []
+    for child in children:
+        found.extend(empty_ranks(child, depth + 1))
+    return found
+
+
 def _choose_rank(units: list[Unit], rank: int | None, path: Path) -> Discovery:
     numbered = _numbered(units, path)
     ranks = tuple(r for r, _ in numbered)
@@ -206,6 +239,13 @@ def _choose_rank(units: list[Unit], rank: int | None, path: Path) -> Discovery:
     else:
         match = [u for r, u in numbered if r == rank]
         if not match:
+            empty = [(folder, why) for r, folder, why in empty_ranks(path) if r == rank]
+            if empty:
+                folder, why = empty[0]
+                raise InputError(f"rank {rank} ({folder.name}) is here but has {why}; ranks with "
+                                 f"a kernel table: {', '.join(map(str, ranks))}", path=str(path),
+                                 hint="profile that rank again with kernel details, or pick "
+                                      "another with --rank")
             raise InputError(f"rank {rank} not found; ranks here: {', '.join(map(str, ranks))}",
                              path=str(path))
         chosen_rank, unit = rank, match[0]

@@ -22,9 +22,10 @@ from .metadata import LEVEL0_NOTE, Meta, infer_level, read_meta
 from .readout import ReadResult
 from .stacks import attach_trace_stacks
 from .steps import select_steps
-from .table import PIPE_COUNTERS, KernelTable, Profile, ProfileInfo
+from .table import A1_MARKER, MEMORY_COUNTERS, PIPE_COUNTERS, KernelTable, Profile, ProfileInfo
 
-ANALYSIS_COUNTERS = frozenset(PIPE_COUNTERS) | {c for c, _ in C.METRIC_FINGERPRINTS}
+ANALYSIS_COUNTERS = (frozenset(PIPE_COUNTERS) | frozenset(MEMORY_COUNTERS) | {A1_MARKER}
+                     | {c for c, _ in C.METRIC_FINGERPRINTS})
 
 
 def load_profile(path, rank: int | None = None, run: str | None = None, step: int | None = None,
@@ -79,7 +80,8 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
         warmup_excluded=chosen.warmup_excluded, rows=chosen.df.height,
         rows_skipped=result.skipped, skipped_samples=tuple(result.samples[:samples_kept]),
         soc=meta.soc, cube_cores=meta.cube_cores, vector_cores=meta.vector_cores,
-        freq_mhz=meta.freq_mhz, notes=tuple(notes))
+        freq_mhz=meta.freq_mhz, notes=tuple(notes),
+        chip_class="A1" if A1_MARKER in chosen.df.columns else None)
     return Profile(table=KernelTable(chosen.df), info=info, extras=extras)
 
 

@@ -55,6 +55,15 @@ BASE_SCHEMA: dict[str, pl.DataType] = {
 # (others are kept too, with normalized names; load_profile(..., counters="analysis") reads only
 # these and the counter-group fingerprints).
 PIPE_COUNTERS = ("aic_mac_ratio", "aic_mte2_ratio", "aiv_vec_ratio", "aiv_mte2_ratio")
+# MemoryAccess counters read as measured bytes (KB as written): what the cube and vector cores
+# read from main memory (global memory, through L2), and what MTE2 moved GM -> L1. The verdict
+# and the MoE expert-hit share use the main-memory reads (docs/roofline.md).
+MAIN_MEMORY_READ_KB = ("aic_read_main_memory_datas_kb", "aiv_read_main_memory_datas_kb")
+GM_TO_L1_KB = "aic_gm_to_l1_datas_kb"
+MEMORY_COUNTERS = (*MAIN_MEMORY_READ_KB, GM_TO_L1_KB)
+# Only Ascend 910 (A1-class) exports write msprof's `memory_bound` column (mte2 / max(mac, vec);
+# REFERENCE.md 4.3), beside counters without the aic_ / aiv_ prefix (columns.UNPREFIXED_COUNTERS).
+A1_MARKER = "memory_bound"
 
 def end_ns(start: pl.Expr, dur_us: pl.Expr) -> pl.Expr:
     """A kernel's end in integer ns: the duration is scaled and truncated to ns on its own, then
@@ -93,6 +102,7 @@ class ProfileInfo:
     vector_cores: int | None = None
     freq_mhz: float | None = None
     notes: tuple[str, ...] = ()     # one-line facts for the user (e.g. "Level0: no shapes")
+    chip_class: str | None = None   # "A1" when the counters are in the Ascend 910 layout
 
     @property
     def has_shapes(self) -> bool:

@@ -5,8 +5,10 @@ counted twice; MatMul-like aten ops get output shapes from their input dims (lin
 [N, K]) and the enclosing `python_function` frames, innermost first, become the stack.
 `ProfilerStep#N` markers give the step and are not ops.
 
-A trace recorded with a device (CUDA) holds the kernels too, linked to the launching cpu_op by
-`External id`: then each row takes the device time of its kernels (first kernel start, summed
+A trace recorded with a device (CUDA) holds the kernels too, linked to the launching cpu_op:
+through the `cuda_runtime` launch with the kernel's `correlation` (the innermost cpu_op around
+that call on its thread), else by `External id` (PyTorch >= 2.1 writes the cpu_op's there; ~1.12-
+2.0 wrote the correlation id, which only the launch ties to an op): then each row takes the device time of its kernels (first kernel start, summed
 kernel durations, the kernels' stream) instead of the host time, host-only ops (views, shape
 ops) are dropped, and a note says so. Host durations of a CUDA run measure launch cost, not the
 work, so using them for a roofline would be wrong.
@@ -14,6 +16,8 @@ work, so using them for a roofline would be wrong.
 
 from __future__ import annotations
 
+import gzip
+import re
 from pathlib import Path
 
 import polars as pl
@@ -39,10 +43,11 @@ MATMUL_ATEN = ("aten::linear", "aten::mm", "aten::addmm", "aten::matmul", "aten:
 
 def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     events = trace.events
-    by_thread = threads(events, lambda e: e.cat in ("cpu_op", "python_function")
+    by_thread = threads(events, lambda e: e.cat in ("cpu_op", "python_function", "cuda_runtime")
                         and not STEP_MARKER.match(e.name or ""))
     steps = _step_spans(events)
-    kernels, bad_kernels = _device_kernels(events)
+    launch = _launches(by_thread)
+    kernels, bad_kernels, relinked = _device_kernels(events, launch)
     rows, bad, host_only = [], 0, 0
     for (_pid, tid), spans in by_thread.items():
         launched = _kernels_by_outer_op(spans, kernels) if kernels else {}
@@ -76,9 +81,7 @@ def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
                          "__ext": {k[3] for k in launched[ev.index]} if kernels else ()})
     rows, dropped, samples = _drop_damaged(rows, events, steps, bad_kernels, source)
     if not rows and not dropped:
-        raise InputError("trace holds no cpu_op events (record with "
-                         "torch.profiler.profile(record_shapes=True, with_stack=True))",
-                         path=str(path))
+        raise InputError(_nothing_read(events, kernels, host_only), path=str(path))
     df = pl.DataFrame(rows, schema_overrides={"row": pl.Int64, "output_shapes": pl.Utf8,
                                               "step": pl.Int64,
                                               "output_dtypes": pl.Utf8, "stack": pl.Utf8,
@@ -90,9 +93,64 @@ def torch_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     if kernels:
         notes.append(f"{source}: device kernels found: each op is timed by its kernels "
                      f"(device time, not host time); {host_only} host-only op(s) dropped")
+    if relinked:
+        notes.append(f"{source}: {relinked} kernel(s) tied to their op through the launch's "
+                     "correlation id (their External id is not a cpu_op's: PyTorch ~1.12-2.0 "
+                     "layout)")
     skipped = bad + dropped
-    return ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
-                      samples=samples, notes=notes)
+    result = ReadResult(conform(df), rows_read=len(rows) + skipped, skipped=skipped,
+                        samples=samples, notes=notes)
+    gpu = device_name(path) if kernels else None
+    if gpu:     # the part the hardware detection matches by name (configs/hardware aliases)
+        result.meta["soc"] = gpu
+    return result
+
+
+_HEAD_BYTES = 1 << 16
+_DEVICE_NAME = re.compile(rb'"deviceProperties"\s*:\s*\[\s*\{[^\]]*?"name"\s*:\s*"([^"\\]{1,120})"')
+
+
+def device_name(path: Path) -> str | None:
+    """The first GPU's name in a Kineto trace's top-level `deviceProperties` (written before
+    `traceEvents`, so the file's first 64 KiB hold it), or None. Read apart from the event
+    decoder, which keeps only events."""
+    try:
+        if path.name.lower().endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(_HEAD_BYTES)
+        else:
+            with open(path, "rb") as fh:
+                head = fh.read(_HEAD_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    m = _DEVICE_NAME.search(head)
+    return m.group(1).decode("utf-8", "replace").strip() or None if m else None
+
+
+# Kineto categories of PyTorch before 1.10 (1.8 / 1.9), which this reader does not read.
+OLD_CATS = ("Operator", "Kernel", "Runtime", "Memcpy", "Memset")
+
+
+def _nothing_read(events: list[Event], kernels: dict, host_only: int) -> str:
+    """Why a PyTorch trace gave no row, from what it holds (issue 31: never a false 'no cpu_op'
+    for a trace with 40k of them)."""
+    from collections import Counter
+    cats = Counter(e.cat for e in events)
+    n_ops = cats.get("cpu_op", 0)
+    if n_ops and kernels and host_only:
+        n_k = sum(len(v) for v in kernels.values())
+        return (f"trace holds {n_ops} cpu_op and {n_k} device kernel event(s), but no kernel "
+                "is tied to a cpu_op: neither its `External id` nor a `cuda_runtime` launch with "
+                "its `correlation` inside a cpu_op (was the trace filtered?)")
+    old = {c: cats[c] for c in OLD_CATS if cats.get(c)}
+    if old and not n_ops:
+        seen = ", ".join(f"{n} '{c}'" for c, n in old.items())
+        return (f"trace holds no cpu_op events but {seen} event(s): the category names of "
+                "PyTorch < 1.10 traces, which this reader does not read (profile with "
+                "PyTorch >= 1.10)")
+    seen = ", ".join(f"{n} '{c}'" for c, n in cats.most_common(4) if c) or "no categorised events"
+    return (f"trace holds no cpu_op events ({seen}; record with "
+            "torch.profiler.profile(record_shapes=True, with_stack=True))")
 
 
 def _drop_damaged(rows: list[dict], events: list[Event], steps: list[tuple[int, int, int]],
@@ -144,14 +202,42 @@ def _drop_damaged(rows: list[dict], events: list[Event], steps: list[tuple[int, 
     return kept, len(damaged) + len(rows) - len(kept), samples[:_SAMPLES]
 
 
-def _device_kernels(events: list[Event]) -> tuple[dict, set]:
-    """External id -> [(start_ns, end_ns, stream, ext)] of the device kernels it launched, and
-    the External ids with a damaged kernel."""
+def _launches(by_thread: dict) -> dict[int, int]:
+    """A `cuda_runtime` launch's correlation id -> the External id of the innermost cpu_op
+    around that call on its thread."""
+    out: dict[int, int] = {}
+    for spans in by_thread.values():
+        for s in spans:
+            if s.event.cat != "cuda_runtime":
+                continue
+            corr = to_int64(s.event.arg("correlation"))
+            k = s.parent
+            while k >= 0 and spans[k].event.cat != "cpu_op":
+                k = spans[k].parent
+            if corr is not None and k >= 0:
+                ext = to_int64(spans[k].event.arg("External id"))
+                if ext is not None:
+                    out[corr] = ext
+    return out
+
+
+def _device_kernels(events: list[Event], launch: dict[int, int] | None = None,
+                    ) -> tuple[dict, set, int]:
+    """External id of the launching cpu_op -> [(start_ns, end_ns, stream, ext)] of the device
+    kernels it launched, the External ids with a damaged kernel, and how many kernels were tied
+    through their launch (`launch`: correlation -> cpu_op External id) rather than their own
+    External id."""
     out: dict[int, list[tuple[int, int, str, int]]] = {}
     bad: set[int] = set()
+    launch = launch or {}
+    relinked = 0
     for e in events:
         if e.cat in DEVICE_CATS:
             ext = to_int64(e.arg("External id"))
+            corr = to_int64(e.arg("correlation"))
+            op = launch.get(corr) if corr is not None else None
+            if op is not None and op != ext:
+                ext, relinked = op, relinked + 1
             if ext is None:
                 continue
             if e.bad is not None:
@@ -161,7 +247,7 @@ def _device_kernels(events: list[Event]) -> tuple[dict, set]:
             stream = e.arg("stream")
             out.setdefault(ext, []).append((e.start, e.end, "" if stream is None else str(stream),
                                             ext))
-    return out, bad
+    return out, bad, relinked
 
 
 def _kernels_by_outer_op(spans: list[Span], kernels: dict) -> dict:

@@ -26,7 +26,8 @@ from .json_stream import TraceStream
 # The args the readers keep: text (torch's shape/type lists spelled as text, stored once) and
 # scalar ids; `name` is what an "M" (metadata) event names.
 TEXT_ARGS = ("Call stack", "Input Dims", "Input type", "Task Type")
-ID_ARGS = ("External id", "stream", "Physic Stream Id", "Stream Id", "Task Id", "Model Id")
+ID_ARGS = ("External id", "stream", "Physic Stream Id", "Stream Id", "Task Id", "Model Id",
+           "correlation")
 _KEYS = (*TEXT_ARGS, *ID_ARGS, "name")
 _ATTRS = tuple(f"a{k}" for k in range(len(_KEYS)))
 SLOT = dict(zip(_KEYS, _ATTRS))     # an arg's key as written -> its attribute on Args

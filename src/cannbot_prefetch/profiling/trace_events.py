@@ -32,9 +32,11 @@ from .trace_values import (dur_column, id_arg, ident, ident_column, ns_column, t
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 
-# 'X' categories no reader looks at (queueing, runtime API calls): not kept. Everything else
-# is, since Ascend's hardware and HCCL events carry no category or one a new release may add.
-UNUSED_CATS = frozenset({"enqueue", "dequeue", "cuda_runtime", "cuda_driver", "overhead",
+# 'X' categories no reader looks at (queueing, driver calls): not kept. Everything else is,
+# since Ascend's hardware and HCCL events carry no category or one a new release may add.
+# `cuda_runtime` is kept: a launch's `correlation` ties a kernel to the cpu_op around the call
+# (torch_trace.py; PyTorch ~1.12-2.0 traces link kernels no other way).
+UNUSED_CATS = frozenset({"enqueue", "dequeue", "cuda_driver", "overhead",
                          "Trace", "gpu_user_annotation"})
 _TEXT_INDEX = {k: i for i, k in enumerate(TEXT_ARGS)}
 _N_TEXT = len(TEXT_ARGS)

@@ -19,20 +19,22 @@ from typing import Any
 import polars as pl
 
 from ..hardware import HardwareProfile
-from ..profiling.table import KernelTable, end_ns
+from ..profiling.table import MAIN_MEMORY_READ_KB, KernelTable, end_ns
 from ..settings import policy as load_policy
 from .cost import OpCost, cost_or_reason
 from .families import FamilyRules, default_rules
-from .verdict import Verdict, analytic_verdict, measured_verdict, verdict_why
+from .verdict import Verdict, analytic_verdict, gemm_verdict, hbm_share, verdict_why
 
 
 FLAG_INCONSISTENT = "inconsistent_shapes"   # measured faster than the compute roof
 FLAG_COMMUNICATION = "contains_communication"
 
-# CONTRACTS.md analyze JSON `signatures[...]` keys, in order.
+# CONTRACTS.md analyze JSON `signatures[...]` keys, in order, then what decided the measured
+# verdict (verdict.gemm_verdict) and the achieved HBM share it read (docs/roofline.md).
 JSON_KEYS = ("type", "input_shapes", "dtypes", "formats", "count", "total_us", "mean_us", "share",
              "flops", "bytes", "weight_bytes", "ai", "ridge", "t_compute_us", "t_memory_us",
-             "verdict", "measured_verdict", "note")
+             "verdict", "measured_verdict", "note", "evidence", "evidence_why", "hbm_share",
+             "bytes_basis")
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class SignatureCost:
     t_compute_us: float | None
     t_memory_us: float | None
     verdict: str                    # analytic (Verdict.*)
-    measured_verdict: str | None    # from counters, None without them
+    measured_verdict: str | None    # from counters (verdict.gemm_verdict), None without them
     note: str
     m: int | None = None
     n: int | None = None
@@ -72,6 +74,12 @@ class SignatureCost:
     name: str | None = None         # first kernel name seen
     flags: tuple[str, ...] = ()
     samples: tuple[str, ...] = ()   # "source:row" of the first rows
+    evidence: str | None = None     # what decided the measured verdict (verdict.gemm_verdict)
+    evidence_why: str | None = None
+    hbm_share: float | None = None  # achieved HBM bandwidth / the part's rate (mean time)
+    bytes_basis: str | None = None  # "measured" (MemoryAccess counters) | "analytic"
+    measured_read_bytes: float | None = None   # mean bytes read from main memory per call
+    other_input_bytes: int = 0      # the inputs other than the weight, as stored
 
     @property
     def final_verdict(self) -> str:
@@ -79,7 +87,7 @@ class SignatureCost:
         return self.measured_verdict or self.verdict
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly CONTRACTS.md's signature keys."""
+        """CONTRACTS.md's signature keys, then the evidence keys."""
         return {k: getattr(self, k) for k in JSON_KEYS}
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,7 +115,6 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
                                   row["output_formats"])
     mean_us = float(row["mean_us"] or 0.0)   # 0.0 when no row has a duration
     mac, mte2 = row.get("mac"), row.get("mte2")
-    measured = measured_verdict(mac, mte2, pol)
     notes: list[str] = []
     flags: list[str] = []
     fields: dict[str, Any] = {}
@@ -116,9 +123,17 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
         notes.append(f"no roofline: {reason}")
     else:
         fields, verdict = _costed(cost, hw, mean_us, pol, notes, flags)
+    read = row.get("read_bytes")
+    basis = "measured" if read else "analytic"
+    moved = read if read else (cost.bytes if cost else None)
+    # Shapes measured faster than their compute roof were edited: their intensity and analytic
+    # bytes are no evidence (the counters and measured bytes still are).
+    trusted = FLAG_INCONSISTENT not in flags
+    share = hbm_share(moved, mean_us, hw.hbm_bw_bytes_per_s) if trusted or read else None
+    measured, evidence, m_why = gemm_verdict(mac, mte2, ai=fields.get("ai") if trusted else None,
+                                             ridge=fields.get("ridge"), analytic=verdict,
+                                             share=share, basis=basis, pol=pol)
     if measured is not None and verdict != Verdict.UNKNOWN and measured != verdict:
-        m_why = verdict_why(measured, ai=None, ridge=None, roof_us=None, mean_us=mean_us, mac=mac,
-                     mte2=mte2, pol=pol, measured=True)
         a_why = verdict_why(verdict, ai=fields.get("ai"), ridge=fields.get("ridge"),
                      roof_us=max(fields["t_compute_us"], fields["t_memory_us"]), mean_us=mean_us,
                      mac=mac, mte2=mte2, pol=pol, measured=False)
@@ -140,7 +155,11 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
         compute_dtype=cost.compute_dtype if cost else None, peak_tflops=fields.get("peak_tflops"),
         mean_mac_ratio=mac, mean_mte2_ratio=mte2, experts=cost.experts if cost else None,
         contains_communication=bool(cost and cost.contains_communication),
-        output_shapes=row["output_shapes"], name=row.get("name"), flags=tuple(flags), samples=samples)
+        output_shapes=row["output_shapes"], name=row.get("name"), flags=tuple(flags), samples=samples,
+        evidence=evidence if measured is not None else None,
+        evidence_why=m_why if measured is not None else None, hbm_share=share,
+        bytes_basis=basis if moved else None, measured_read_bytes=read,
+        other_input_bytes=cost.other_input_bytes if cost else 0)
 
 
 def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[str, Any],
@@ -206,6 +225,16 @@ def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
     return pl.lit(None, dtype=pl.Float64)
 
 
+def _read_bytes(df: pl.DataFrame) -> pl.Expr:
+    """Mean bytes a call read from main memory (MemoryAccess `*_read_main_memory_datas(KB)`,
+    cube + vector side), null without those counters or where no row has a value."""
+    cols = [c for c in MAIN_MEMORY_READ_KB if c in df.columns]
+    if not cols:
+        return pl.lit(None, dtype=pl.Float64)
+    kb = pl.sum_horizontal(pl.col(c).cast(pl.Float64, strict=False) for c in cols)
+    return (kb * 1024.0).mean()
+
+
 def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
     """(total step time in us, basis, note)."""
     timed = df.select("start_ns", "dur_us", "step")
@@ -245,7 +274,8 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
     # copied, and rows reach their signature by position, not by a join on text keys.
     used = ["row", "source", "type", "name", "start_ns", "dur_us", *_KEYS[1:], "output_shapes",
             "output_dtypes", "output_formats",
-            *(c for c in ("aic_mac_ratio", "aic_mte2_ratio") if c in df.columns)]
+            *(c for c in ("aic_mac_ratio", "aic_mte2_ratio", *MAIN_MEMORY_READ_KB)
+              if c in df.columns)]
     mm = _matmul_rows(df.select(used).with_row_index("__idx"), rules)
     keys = [pl.col(c).fill_null("\x00") for c in _KEYS]
     groups = (mm.group_by(keys, maintain_order=True).agg(
@@ -256,6 +286,7 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
         pl.len().alias("count"), pl.col("dur_us").sum().alias("total_us"),
         pl.col("dur_us").mean().alias("mean_us"), pl.col("start_ns").min().alias("__first"),
         _counter(mm, "aic_mac_ratio").alias("mac"), _counter(mm, "aic_mte2_ratio").alias("mte2"),
+        _read_bytes(mm).alias("read_bytes"),
         pl.col("source").head(3).alias("__src"), pl.col("row").head(3).alias("__row"),
         pl.col("__idx"))
         .sort(["total_us", "__first"], descending=[True, False], nulls_last=True)

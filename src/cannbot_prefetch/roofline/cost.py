@@ -10,8 +10,11 @@
 - GroupedMatmul: weight [E, N, K] or [E, K, N]; K from x, N from the output; FLOPs = 2*M_total*K*N;
   weight traffic E_read/E of the stored weight, E_read = min(E, M_total) (per-expert token counts
   are not in the profile, so this is an upper bound).
-- FRACTAL_NZ tensors count their padding (shapes.py).
-Weight bytes (what a prefetch would move) = the second operand as stored (mat2 for aten::addmm).
+- FRACTAL_NZ tensors count their padding (shapes.py); INT4 is 0.5 B per element.
+Which input is x and which the weight comes from the per-op-type table (configs/op_classes.yaml
+`matmul_family.weight_inputs`: the second input for most, the largest for the fused
+GroupedMatmulSwigluQuant, whose output's last dim is N / 2 so N comes from the weight).
+Weight bytes (what a prefetch would move) = that weight as stored (mat2 for aten::addmm).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..hardware import peak_key
+from .families import WeightInput, default_rules
 from .shapes import (Dims, dtype_bytes, logical_dims, numel, parse_list, parse_shapes,
                      stored_bytes)
 
@@ -43,6 +47,7 @@ class OpCost:
     experts: int | None = None      # GMM: E
     contains_communication: bool = False
     weight_read_bytes: int = 0      # weight bytes read by this kernel (GMM: E_read/E of them)
+    other_input_bytes: int = 0      # the inputs other than the weight, as stored
     notes: tuple[str, ...] = ()
 
     @property
@@ -103,13 +108,37 @@ def cost_or_reason(family: str, op_type: str | None, input_shapes: str | None,
     outs = _tensors(output_shapes, output_dtypes, output_formats) or []
     y = outs[0] if outs else None
     try:
-        if family == "gmm":
-            return _gmm(ins, y)
         if family == "aten":
             return _aten(op_type or "", ins, y)
-        return _matmul(family, ins, y, x1_at=0, x2_at=1)
+        spec = default_rules().weight_input(op_type)
+        x_at, w_at = spec.x, _weight_at(spec, ins)
+        if family == "gmm":
+            return _gmm(ins, y, x_at=x_at, w_at=w_at, n_from=spec.n_from)
+        return _matmul(family, ins, y, x1_at=x_at, x2_at=w_at)
     except (ArithmeticError, ValueError, IndexError) as exc:  # absurd shapes: not fatal
         return None, f"shapes do not fit a {family} ({exc})"
+
+
+def _weight_at(spec: WeightInput, ins: list[_Tensor | None]) -> int:
+    """The weight's input index: as the table says, or the input (not x) with the most bytes."""
+    if spec.weight == "largest":
+        sized = [(t.nbytes, i) for i, t in enumerate(ins) if t is not None and i != spec.x]
+        return max(sized)[1] if sized else 1
+    w = int(spec.weight)
+    return w + len(ins) if w < 0 else w
+
+
+def _n_of_weight(wd: Dims, k: int) -> int:
+    """N of a weight [..., K, N] or [..., N, K] (ND, NZ padding included): the dim that is not
+    K; K padded up to a whole fractal (16 / 32 / 64) still counts as K."""
+    if len(wd) < 2:
+        return wd[-1]
+    a, b = wd[-2], wd[-1]
+    if a >= k and a - k < 64:
+        return b
+    if b >= k and b - k < 64:
+        return a
+    return b
 
 
 def _b(dtype: str) -> float:
@@ -158,6 +187,7 @@ def _matmul(family: str, ins: list[_Tensor | None], y: _Tensor | None, *, x1_at:
     flops = 2.0 * batch * m * k * n
     w_bytes = x2.nbytes
     total_bytes = sum(t.nbytes for t in ins if t is not None) + y.nbytes
+    others = sum(t.nbytes for i, t in enumerate(ins) if t is not None and i != x2_at)
     notes.extend(_unknown_dtypes(ins + [y]))
     if family == "mc2":
         notes.append("contains communication: the measured time includes the collective")
@@ -165,13 +195,14 @@ def _matmul(family: str, ins: list[_Tensor | None], y: _Tensor | None, *, x1_at:
         family=family, flops=flops, bytes=math.ceil(total_bytes), weight_bytes=math.ceil(w_bytes),
         weight_shape=tuple(x2.nd), compute_dtype=_compute_dtype(family, x1), m=m, n=n, k=k,
         batch=batch, contains_communication=family == "mc2", weight_read_bytes=math.ceil(w_bytes),
-        notes=tuple(notes)), ""
+        other_input_bytes=math.ceil(others), notes=tuple(notes)), ""
 
 
-def _gmm(ins: list[_Tensor | None], y: _Tensor | None) -> tuple[OpCost | None, str]:
-    if len(ins) < 2 or ins[0] is None or ins[1] is None:
+def _gmm(ins: list[_Tensor | None], y: _Tensor | None, *, x_at: int = 0, w_at: int = 1,
+         n_from: str = "output") -> tuple[OpCost | None, str]:
+    if len(ins) <= max(x_at, w_at) or ins[x_at] is None or ins[w_at] is None:
         return None, "x / weight shapes missing"
-    x, w = ins[0], ins[1]
+    x, w = ins[x_at], ins[w_at]
     assert x is not None and w is not None
     xd, wd = x.nd, w.nd
     k = xd[-1]
@@ -179,16 +210,16 @@ def _gmm(ins: list[_Tensor | None], y: _Tensor | None) -> tuple[OpCost | None, s
         return None, "K is zero"
     m_total = numel(xd) // k
     experts = wd[0] if len(wd) >= 3 else 1
-    if y is not None and len(y.nd) >= 1:
+    if n_from == "output" and y is not None and len(y.nd) >= 1:
         n = y.nd[-1]
-    else:  # no output shape: the weight dim that is not K
-        n = wd[-2] if wd[-1] == k else wd[-1]
+    else:  # no output shape, or an output a fused SwiGLU halved: the weight dim that is not K
+        n = _n_of_weight(wd, k)
     if min(m_total, n, experts) <= 0:
         return None, "a zero-sized dimension"
     e_read = min(experts, m_total)
     w_read = w.nbytes * e_read / experts
     y_bytes = y.nbytes if y is not None else m_total * n * _b(x.dtype)
-    others = sum(t.nbytes for i, t in enumerate(ins) if t is not None and i != 1)
+    others = sum(t.nbytes for i, t in enumerate(ins) if t is not None and i != w_at)
     notes = [f"weight traffic counts E_read = min(E={experts}, M_total={m_total}) = {e_read} experts "
              "(an upper bound: per-expert token counts are not in the profile)"]
     notes.extend(_unknown_dtypes(ins + [y]))
@@ -196,7 +227,8 @@ def _gmm(ins: list[_Tensor | None], y: _Tensor | None) -> tuple[OpCost | None, s
         family="gmm", flops=2.0 * m_total * k * n, bytes=math.ceil(others + w_read + y_bytes),
         weight_bytes=math.ceil(w.nbytes), weight_shape=tuple(wd),
         compute_dtype=_compute_dtype("gmm", x), m=m_total, n=n, k=k, batch=1, experts=experts,
-        weight_read_bytes=math.ceil(w_read), notes=tuple(notes)), ""
+        weight_read_bytes=math.ceil(w_read), other_input_bytes=math.ceil(others),
+        notes=tuple(notes)), ""
 
 
 def _broadcast(a: Dims, b: Dims) -> Dims:

@@ -18,12 +18,33 @@ from ..settings import op_classes
 
 
 @dataclass(frozen=True)
+class WeightInput:
+    """Which input of an op type is x and which the weight (op_classes.yaml `weight_inputs`)."""
+
+    x: int = 0
+    weight: int | str = 1          # an index (negative from the end) or "largest"
+    n_from: str = "output"         # "output" | "weight"
+
+
+DEFAULT_WEIGHT_INPUT = WeightInput()
+
+
+@dataclass(frozen=True)
 class FamilyRules:
     order: tuple[str, ...]
     types: dict[str, str]                              # lower-case type -> family
     patterns: tuple[tuple[re.Pattern[str], str], ...]  # (regex, family), in family order
     exclude_types: frozenset[str]
     exclude_suffixes: tuple[str, ...]
+    weight_inputs: tuple[tuple[re.Pattern[str], WeightInput], ...] = ()
+
+    def weight_input(self, op_type: str | None) -> WeightInput:
+        """Where x and the weight are among the inputs of `op_type` (first matching rule)."""
+        t = (op_type or "").strip()
+        for rx, spec in self.weight_inputs:
+            if rx.fullmatch(t):
+                return spec
+        return DEFAULT_WEIGHT_INPUT
 
     def family_of_type(self, op_type: str | None) -> str | None:
         if not op_type:
@@ -79,8 +100,29 @@ def rules_from(config: Any) -> FamilyRules:
                 raise InputError(f"op_classes.yaml: matmul_family.{fam} pattern {p!r}: {exc}") from None
     return FamilyRules(
         order=order, types=types, patterns=tuple(patterns),
+        weight_inputs=_weight_inputs(config.get("weight_inputs") or []),
         exclude_types=frozenset(str(t).lower() for t in config.get("exclude_types") or []),
         exclude_suffixes=tuple(str(s).lower() for s in config.get("exclude_name_suffixes") or []))
+
+
+def _weight_inputs(rows: Any) -> tuple[tuple[re.Pattern[str], WeightInput], ...]:
+    out = []
+    for i, row in enumerate(rows if isinstance(rows, list) else []):
+        where = f"op_classes.yaml: matmul_family.weight_inputs[{i}]"
+        if not isinstance(row, dict) or not isinstance(row.get("types"), str):
+            raise InputError(f"{where}: needs a `types` regex")
+        weight = row.get("weight", 1)
+        if not (isinstance(weight, int) or weight == "largest"):
+            raise InputError(f"{where}: weight {weight!r} is neither an index nor 'largest'")
+        n_from = row.get("n_from", "output")
+        if n_from not in ("output", "weight"):
+            raise InputError(f"{where}: n_from {n_from!r} is neither 'output' nor 'weight'")
+        try:
+            rx = re.compile(row["types"], re.IGNORECASE)
+        except re.error as exc:
+            raise InputError(f"{where}: {exc}") from None
+        out.append((rx, WeightInput(int(row.get("x", 0)), weight, n_from)))
+    return tuple(out)
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,9 @@
-"""The three verdicts and their reasons, one definition for every stage (CONTRACTS.md
-"Defaults", configs/policy.yaml `verdict`): the measured one from PipeUtilization counters, the
-analytic one from the roofline, and which of them decides (the measured one where counters exist).
-The windows stage classes any op type with the same rules."""
+"""The verdicts and their reasons, one definition for every stage (CONTRACTS.md "Defaults",
+configs/policy.yaml `verdict`, docs/roofline.md "Which evidence decides"): the analytic one from
+the roofline, the measured one of a MatMul (`gemm_verdict`: cube utilisation, the MTE2 pipe,
+achieved HBM bandwidth and the intensity against the ridge, with margins instead of cliffs), and
+which of them decides (the measured one where counters exist). The windows stage classes any op
+type by its pipe ratios (`pipe_verdict`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,85 @@ class Verdict:
     COMPUTE = "compute-bound"
     LATENCY = "latency-bound"
     UNKNOWN = "unknown"           # no usable shapes: no analytic verdict
+    BORDERLINE = "borderline"     # the evidence sits within a margin of a threshold: not planned
+
+
+def hbm_share(bytes_moved: float | None, mean_us: float | None, hbm_bytes_per_s: float | None,
+              ) -> float | None:
+    """Achieved HBM bandwidth as a share of the part's rate: bytes / mean time / HBM rate."""
+    if not bytes_moved or not mean_us or not hbm_bytes_per_s or mean_us <= 0:
+        return None
+    return bytes_moved / (mean_us * 1e-6) / hbm_bytes_per_s
+
+
+def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
+                 ridge: float | None, analytic: str, share: float | None, basis: str,
+                 pol: dict[str, Any]) -> tuple[str | None, str, str]:
+    """(verdict, evidence, why) of one MatMul signature from what its rows measure; (None,
+    "roofline", "") without PipeUtilization or MemoryAccess counters (the analytic one decides).
+
+    On Ascend the MTE2 (GM -> L1) and cube pipes overlap in a well-pipelined GEMM and MTE2 also
+    moves L2 hits, so a busy MTE2 pipe alone is no proof that HBM limits the op. In order:
+    1. intensity: AI >= ridge_margin x ridge -> at full rates the bytes take under 1/margin of
+       the FLOPs' time: never memory-bound (the analytic compute/latency verdict stands);
+    2. hbm: the bytes moved over the mean time reach hbm_roof_share of the part's HBM rate and
+       MTE2 is busier than the cube -> memory-bound (MemoryAccess bytes on their own; analytic
+       bytes, an upper bound, only with a busy MTE2);
+    3. cube: mac >= the compute threshold without that -> compute-bound, whatever MTE2 shows;
+    4. counters: MTE2 busy (>= threshold and > mac) and AI under the ridge -> memory-bound
+       (pipe and intensity agree); a busy MTE2 with AI between the ridge and ridge_margin x
+       ridge, below the HBM roof, is `borderline`;
+    Without pipe counters (MemoryAccess only) an op below the HBM roof is latency- (or, by its
+    shapes, compute-) bound.
+    5. otherwise latency-bound; a ratio within ratio_margin of its threshold (a cube nearly busy
+       beside a memory verdict, or no pipe quite busy) is `borderline` with both numbers."""
+    if mac is None and mte2 is None and basis != "measured":
+        return None, "roofline", ""
+    lim_m, lim_c = pol["measured_memory_mte2_ratio"], pol["measured_compute_mac_ratio"]
+    band, f, roof = pol["ratio_margin"], pol["ridge_margin"], pol["hbm_roof_share"]
+    c, m = mac or 0.0, mte2 or 0.0
+    nums = f"mac {c:.2f}, mte2 {m:.2f}"
+    if share is not None:
+        nums += f", HBM {share:.0%} of its rate ({basis} bytes)"
+    has_ai = ai is not None and ridge is not None and ridge > 0
+    if has_ai:
+        nums += f", AI {ai:.3g} vs ridge {ridge:.3g}"
+    if has_ai and ai >= f * ridge:
+        v = analytic if analytic in (Verdict.COMPUTE, Verdict.LATENCY) else Verdict.COMPUTE
+        return v, "intensity", (f"AI {ai:.3g} >= {f:g} x ridge {ridge:.3g}: HBM cannot limit it, "
+                                f"whatever MTE2 shows ({nums})")
+    mte2_busy = m >= lim_m and m > c
+    # Measured bytes at the HBM roof are evidence on their own; analytic bytes are an upper
+    # bound (L2 hits, a prefetched weight) and count only beside a busy MTE2 pipe.
+    pipes = mac is not None or mte2 is not None
+    if share is not None and share >= roof and (basis == "measured" or mte2_busy) and (
+            m > c or not pipes):
+        also = f"; the cube is busy too (mac {c:.2f})" if c >= lim_c else ""
+        return Verdict.MEMORY, "hbm", (f"HBM at {share:.0%} >= {roof:.0%} of its rate ({basis} "
+                                       f"bytes / mean time{also}; {nums})")
+    if not pipes and share is not None:   # MemoryAccess bytes only, below the HBM roof
+        v = analytic if analytic in (Verdict.COMPUTE, Verdict.LATENCY) else Verdict.LATENCY
+        return v, "hbm", (f"HBM at {share:.0%} < {roof:.0%} of its rate ({basis} bytes / mean "
+                          f"time): the op runs below the HBM roof ({nums})")
+    if c >= lim_c:
+        return Verdict.COMPUTE, "cube", (f"mac {c:.2f} >= {lim_c}: the cube is busy, and no "
+                                         f"measured HBM roof with a busier MTE2 outranks it ({nums})")
+    near_cube = c >= lim_c - band
+    if mte2_busy:
+        why = f"mte2 {m:.2f} >= {lim_m} and > mac {c:.2f}"
+        if near_cube:
+            return Verdict.BORDERLINE, "margin", f"{why}, but mac is within {band} of {lim_c} ({nums})"
+        if not has_ai or ai < ridge:
+            return Verdict.MEMORY, "counters", why + (
+                f"; AI {ai:.3g} < ridge {ridge:.3g}" if has_ai else "")
+        return Verdict.BORDERLINE, "margin", (f"{why}, but AI {ai:.3g} >= ridge {ridge:.3g} "
+                                              f"(under {f:g}x)" + (f" and HBM runs at {share:.0%}"
+                                              if share is not None else "")
+                                              + ": the pipe may be moving L2 hits")
+    if lim_m - band <= m < lim_m or lim_c - band <= c < lim_c:
+        return Verdict.BORDERLINE, "margin", (f"mte2 {m:.2f} / mac {c:.2f}: within {band} of "
+                                              f"{lim_m} / {lim_c} ({nums})")
+    return Verdict.LATENCY, "counters", f"neither mte2 {m:.2f} nor mac {c:.2f} reaches {lim_m}"
 
 
 def measured_verdict(mac: float | None, mte2: float | None, pol: dict[str, Any]) -> str | None:
@@ -61,7 +142,8 @@ class Decision:
     """Which verdict decides for one signature, and the reasons of both (for the design text)."""
 
     verdict: str            # the deciding verdict (the measured one where counters exist)
-    by: str                 # "counters" | "roofline"
+    by: str                 # the evidence that decided: "roofline" (no counters) | "intensity" |
+                            # "cube" | "hbm" | "counters" | "margin" (gemm_verdict)
     why: str                # reason of the deciding verdict
     roofline: str           # the analytic verdict
     roofline_why: str       # its reason (shown beside a measured decision, agreeing or not)
@@ -79,9 +161,11 @@ def decide(sig: Any, pol: dict[str, Any]) -> Decision:
     measured = sig.measured_verdict
     if measured is None:
         return Decision(sig.verdict, "roofline", a_why, sig.verdict, a_why)
-    m_why = verdict_why(measured, ai=None, ridge=None, roof_us=None, mean_us=None, mac=mac,
-                        mte2=mte2, pol=pol, measured=True)
-    return Decision(measured, "counters", m_why, sig.verdict, a_why)
+    by, m_why = getattr(sig, "evidence", None), getattr(sig, "evidence_why", None)
+    if not by or not m_why:     # a signature costed before the evidence was kept: the pipe rule
+        by, m_why = "counters", verdict_why(measured, ai=None, ridge=None, roof_us=None,
+                                            mean_us=None, mac=mac, mte2=mte2, pol=pol, measured=True)
+    return Decision(measured, by, m_why, sig.verdict, a_why)
 
 
 def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
@@ -96,12 +180,14 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
         if d.verdict == Verdict.MEMORY:
             keep.append(s)
             continue
-        code = {Verdict.LATENCY: reasons.LATENCY_BOUND,
-                Verdict.COMPUTE: reasons.COMPUTE_BOUND}.get(d.verdict, reasons.NOT_MEMORY_BOUND)
+        code = {Verdict.LATENCY: reasons.LATENCY_BOUND, Verdict.COMPUTE: reasons.COMPUTE_BOUND,
+                Verdict.BORDERLINE: reasons.BORDERLINE}.get(d.verdict, reasons.NOT_MEMORY_BOUND)
+        measured = d.by != "roofline"
         other = (f"; the roofline says {d.roofline} ({d.roofline_why}), but the measured verdict "
-                 "decides" if d.by == "counters" and d.roofline != d.verdict else "")
-        out.append((s, code, f"{'counters say' if d.by == 'counters' else 'the roofline says'} "
-                             f"{d.verdict} ({d.why}){other}: listed, not planned"))
+                 "decides" if measured and d.roofline != d.verdict else "")
+        said = {"roofline": "the roofline says", "intensity": "the intensity says"}.get(
+            d.by, "counters say")
+        out.append((s, code, f"{said} {d.verdict} ({d.why}){other}: listed, not planned"))
     return keep, out
 
 

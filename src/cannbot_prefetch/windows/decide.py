@@ -104,8 +104,31 @@ def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, st
     return _Decision(True, branch, start, start_i, raw, ov, start_ns=start_ns)
 
 
+def _site_verdict(t: TargetSig, members, per, mean_us: float, hbm_bps: float | None,
+                  ) -> tuple[str, str, str] | None:
+    """The measured verdict of ONE call site from its own instances' counters (duration-weighted
+    means; verdict.gemm_verdict), where linears of one shape (q / o, gate / up) share a
+    signature; None when its instances carry no counters."""
+    from ..roofline.verdict import gemm_verdict, hbm_share
+    mac = mte2 = dur = 0.0
+    for k, j in members:
+        op = per[k][j]
+        if op.psum is None or not op.pdur or (op.psum[0] is None and op.psum[1] is None):
+            continue
+        mac, mte2, dur = mac + (op.psum[0] or 0.0), mte2 + (op.psum[1] or 0.0), dur + op.pdur
+    if not dur:
+        return None
+    read = t.measured_read_bytes
+    share = hbm_share(read or t.bytes, mean_us, hbm_bps)
+    v, by, why = gemm_verdict(mac / dur, mte2 / dur, ai=t.ai or None, ridge=t.ridge or None,
+                              analytic=t.verdict, share=share,
+                              basis="measured" if read else "analytic", pol=policy()["verdict"])
+    return (v, by, why) if v is not None else None
+
+
 def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
-            n_steps, rank: int, spans: "_Spans") -> Candidate | Rejection:
+            n_steps, rank: int, spans: "_Spans", hbm_bps: float | None = None,
+            ) -> Candidate | Rejection:
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
     per_step = len(members) / n_steps
@@ -121,6 +144,17 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     k1, j1, d1 = agree[len(agree) // 2]
     seq = per[k1]
     preds = tuple(p.pred() for p in seq[max(0, j1 - lookback):j1][::-1])
+    site = _site_verdict(t, members, per, mean_us, hbm_bps) \
+        if n_clusters > 1 and t.measured_verdict is not None else None
+    if site is not None and site[0] != "memory-bound":
+        code = {"latency-bound": reasons.LATENCY_BOUND, "compute-bound": reasons.COMPUTE_BOUND,
+                "borderline": reasons.BORDERLINE}.get(site[0], reasons.NOT_MEMORY_BOUND)
+        return Rejection(t.label, code,
+                         f"call site {ci + 1} of {n_clusters} (linears of one shape): its own "
+                         f"{len(members)} instance(s) say {site[0]} ({site[2]}), though the "
+                         f"signature's mean is {t.measured_verdict}: listed, not planned",
+                         t, ci, n_clusters, len(members), per_step, mean_us, preds, rep_stack,
+                         site_rank=rank)
     if winner[0] == "x":
         share = f" ({n_win} of {len(decisions)} instances)" if len(decisions) > 1 else ""
         return Rejection(t.label, d1.code, d1.reason + share, t, ci, n_clusters, len(members),
@@ -313,7 +347,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
             cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):
             c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
-                             rank, spans)
+                             rank, spans, hbm_bps)
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     notes += sorted(cluster_notes)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))

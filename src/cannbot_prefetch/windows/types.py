@@ -42,6 +42,11 @@ class TargetSig:
     compute_dtype: str = "bf16"
     ai: float = 0.0
     ridge: float = 0.0
+    evidence: str | None = None          # what decided the measured verdict (verdict.py)
+    evidence_why: str | None = None
+    hbm_share: float | None = None
+    measured_read_bytes: float | None = None   # MemoryAccess: mean bytes read per call
+    other_input_bytes: int = 0           # inputs other than the weight, as stored
 
     @property
     def label(self) -> str:
@@ -56,7 +61,8 @@ class TargetSig:
             if hasattr(sig, f):
                 v = getattr(sig, f)
                 if v is None and f not in ("measured_verdict", "mean_mac_ratio",
-                                           "mean_mte2_ratio"):
+                                           "mean_mte2_ratio", "evidence", "evidence_why",
+                                           "hbm_share", "measured_read_bytes"):
                     continue
                 kw[f] = tuple(v) if f == "weight_shape" else v
         return TargetSig(**kw)

@@ -42,24 +42,35 @@ def test_compute_bound_prefill():
     assert s.ai > s.ridge and s.verdict == Verdict.COMPUTE
 
 
-def test_mstt_matmulv2_row_measured_memory_bound_and_flagged_inconsistent():
+def test_mstt_matmulv2_row_cube_busy_is_compute_bound_and_flagged_inconsistent():
+    """mac 0.824 keeps the cube busy: compute-bound whatever MTE2 (0.964) shows (the advisor
+    calls it "both", REFERENCE.md 4.3); its edited shapes are no evidence either way."""
     s = classify(make_table([MSTT_MATMULV2]), B3).signatures[0]
     assert s.mean_mac_ratio == pytest.approx(0.824) and s.mean_mte2_ratio == pytest.approx(0.964)
-    assert s.measured_verdict == Verdict.MEMORY
+    assert s.measured_verdict == Verdict.COMPUTE and s.evidence == "cube"
+    assert s.hbm_share is None      # analytic bytes of edited shapes: not used
     # 2*4096*81920*512 FLOP at 294.9 TFLOPS = 1165 us, measured 185.5 us: shapes inconsistent
     assert s.t_compute_us == pytest.approx(1165.1, abs=0.5)
     assert FLAG_INCONSISTENT in s.flags
     assert "faster than the compute roof" in s.note
     assert s.verdict == Verdict.COMPUTE
-    assert "counters say memory-bound" in s.note and "shapes say compute-bound" in s.note
 
 
-@pytest.mark.parametrize("mac,mte2,expected", [
-    (0.824, 0.964, Verdict.MEMORY), (0.9, 0.5, Verdict.COMPUTE), (0.85, 0.85, Verdict.COMPUTE),
-    (0.5, 0.79, Verdict.LATENCY), (0.1, 0.8, Verdict.MEMORY), (0.007, 0.44, Verdict.LATENCY)])
-def test_measured_verdict_rule(mac, mte2, expected):
-    row = mm_row(*DECODE, dur=40.0, aic_mac_ratio=mac, aic_mte2_ratio=mte2)
-    assert classify(make_table([row]), B2).signatures[0].measured_verdict == expected
+# DECODE on 910B2: AI 15.9 < ridge 221; analytic bytes 52.76 MB at 40 us = 1.32 TB/s, 82 % of
+# 1.6 TB/s (at 80 us: 41 %). At the HBM roof with MTE2 busier than the cube: memory-bound even
+# with a busy cube; below it a busy cube (mac >= 0.8) is compute-bound whatever MTE2 shows; a
+# ratio within 0.05 of 0.8 is borderline; analytic bytes at the roof need a busy MTE2 to count.
+@pytest.mark.parametrize("mac,mte2,dur,expected", [
+    (0.824, 0.964, 40.0, Verdict.MEMORY), (0.824, 0.964, 80.0, Verdict.COMPUTE),
+    (0.9, 0.5, 40.0, Verdict.COMPUTE), (0.85, 0.85, 40.0, Verdict.COMPUTE),
+    (0.5, 0.79, 40.0, Verdict.BORDERLINE), (0.1, 0.8, 40.0, Verdict.MEMORY),
+    (0.007, 0.44, 40.0, Verdict.LATENCY), (0.78, 0.95, 80.0, Verdict.BORDERLINE),
+    (0.1, 0.95, 80.0, Verdict.MEMORY), (0.3, 0.6, 80.0, Verdict.LATENCY)])
+def test_measured_verdict_rule(mac, mte2, dur, expected):
+    row = mm_row(*DECODE, dur=dur, aic_mac_ratio=mac, aic_mte2_ratio=mte2)
+    s = classify(make_table([row]), B2).signatures[0]
+    assert s.measured_verdict == expected, s.evidence_why
+    assert s.hbm_share == pytest.approx(52_756_480 / (dur * 1e-6) / 1.6e12)
 
 
 def test_agreeing_verdicts_have_no_disagreement_note():
@@ -173,7 +184,8 @@ def test_json_has_exactly_the_contract_keys():
     s = classify(make_table([MSTT_MATMULV2]), B3).signatures[0]
     doc = s.to_json()
     assert tuple(doc) == JSON_KEYS
-    assert doc["type"] == "MatMulV2" and doc["measured_verdict"] == "memory-bound"
+    assert doc["type"] == "MatMulV2" and doc["measured_verdict"] == "compute-bound"
+    assert doc["evidence"] == "cube" and "mac 0.82 >= 0.8" in doc["evidence_why"]
     assert "weight_shape" in s.to_dict()
 
 

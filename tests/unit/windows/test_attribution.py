@@ -90,3 +90,35 @@ def test_calls_per_step_against_the_config(tmp_path, copy_src, examples_dir):
     _, design, _ = build_plan(roof, prof.info, hw, src, dict(cfg, num_hidden_layers=2),
                               PlanOptions(max_sites=8))
     assert not [n for n in design.notes if "call(s) per step" in n]
+
+
+def test_each_same_shape_linear_gets_its_own_verdict(llama3b):
+    """Issue 31: q_proj and o_proj share a signature (1,3072;3072,3072). GENERATED profile whose
+    o_proj instances (the 2nd call of that shape in each layer) get mte2 0.77 / mac 0.01: the
+    signature's mean (~0.88) stays memory-bound, but o_proj's own counters sit within 0.05 of
+    0.8, so its call site is borderline and listed, while q_proj's is judged on its own."""
+    prof = load_profile(llama3b.profile)
+    hw = hardware.load("910B3")
+    shape = "1,3072;3072,3072"
+    df = prof.table.df.with_row_index("_n")
+    qo = df.filter(pl.col("input_shapes") == shape).sort("start_ns")
+    # per step: q, o, q, o, ... (one q and one o per layer, in that order)
+    qo = qo.with_columns((pl.int_range(pl.len()).over("step") % 2).alias("_o"))
+    o_rows = qo.filter(pl.col("_o") == 1)["_n"]
+    assert o_rows.len() == qo.height // 2 > 0
+    is_o = pl.col("_n").is_in(o_rows.implode())
+    df = df.with_columns(pl.when(is_o).then(0.77).otherwise(pl.col("aic_mte2_ratio")).alias("aic_mte2_ratio"),
+                         pl.when(is_o).then(0.01).otherwise(pl.col("aic_mac_ratio")).alias("aic_mac_ratio")
+                         ).drop("_n")
+    roof = classify(KernelTable(df), hw)
+    sig = next(s for s in roof.signatures if s.input_shapes == shape)
+    assert sig.measured_verdict == "memory-bound" and 0.8 < sig.mean_mte2_ratio < 0.9
+    res = find_windows(roof.table, [sig], all_signatures=roof.signatures,
+                       hbm_bps=hw.hbm_bw_bytes_per_s)
+    got = [*res.candidates, *res.rejections]
+    assert len(got) == 2 and {x.clusters for x in got} == {2}
+    site = [r for r in res.rejections if "call site" in r.reason]
+    assert len(site) == 1 and site[0].reason_code == "borderline"
+    assert "mte2 0.77" in site[0].reason and "signature's mean is memory-bound" in site[0].reason
+    other = next(x for x in got if x is not site[0])
+    assert "call site" not in getattr(other, "reason", "")
