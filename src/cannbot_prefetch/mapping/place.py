@@ -149,10 +149,14 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
         if dep is None:
             return f"no local value feeds {th.call} in {th.cls}.{th.method}"
         inside = [i for i in _under(events, t.path[:d]) if len(events[i].path) > d
-                  and events[i].path[d] == th]
-        # a 3a start (a MatMul's output) in this statement always lies after the insertion
+                  and (events[i].path[d].cls, events[i].path[d].method,
+                       events[i].path[d].stmt) == (th.cls, th.method, th.stmt)]
+        # the call goes before the whole statement: every call of it that runs before the
+        # target is in the window (issue 30: `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+        # also overlaps gate_proj and up_proj, whatever op the profile shows first); a 3a start
+        # (a MatMul's output) in this statement always lies after the insertion
         heavy_before = start == "output" or any(events[i].kind == "linear" for i in inside
-                                                 if i < w_idx)
+                                                 if i < t_idx)
         return [Placement(Insert(th.cls, th.method, th.call, "before"), dep, wexpr, join, file,
                           "earlier" if heavy_before else "exact",
                           f"{th.call} and the window op share one statement: the prefetch goes "
