@@ -50,8 +50,8 @@ class Window:
 
 @contextlib.contextmanager
 def npu_stand_in():
-    """A `torch_npu` that records nothing and a `torch.npu` stream API that does nothing: the
-    helper's kernels run on CPU (the prefetch itself is seen by the dispatch mode)."""
+    """A `torch_npu` whose `npu_prefetch` does nothing (`record` makes it note each call) and a
+    `torch.npu` stream API that does nothing: the helper runs on CPU in either call form."""
     class S:
         def wait_stream(self, other):
             return None
@@ -118,6 +118,11 @@ class _Record(TorchDispatchMode):
             for attr, child in m.named_children():
                 self.parent[id(child)] = (type(m).__name__, attr)
 
+    def prefetch(self, weight, *args, **kwargs) -> None:
+        """What the stand-in `torch_npu.npu_prefetch` does while recording: note the call."""
+        self.events.append(Seen(self._layer(), "", frozenset(), frozenset(),
+                                prefetch=min(_storages(weight))))
+
     def _layer(self) -> int | None:
         for m in reversed(self.stack):
             got = re.search(r"(?:^|\.)layers\.(\d+)$", self.names.get(id(m), ""))
@@ -137,11 +142,11 @@ class _Record(TorchDispatchMode):
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = str(func)
-        if "cannbot_prefetch" in name:
-            if name.split(".")[1:2] == ["prefetch"]:        # cannbot_prefetch.prefetch.default
-                self.events.append(Seen(self._layer(), "", frozenset(), frozenset(),
-                                        prefetch=min(_storages(args[0]))))
-            return func(*args, **kwargs)
+        if "cannbot_prefetch" in name:      # the side-stream form's ops: their kernel calls
+            return func(*args, **kwargs)    # torch_npu.npu_prefetch, recorded there
+        if "npu_prefetch" in name:          # a registered torch_npu op (not this stand-in's)
+            self.prefetch(args[0])
+            return None
         lines = frozenset(self.orig.get(fr.lineno, 0) for fr in traceback.extract_stack()
                           if str(Path(fr.filename).resolve()) == self.file)
         self.events.append(Seen(self._layer(), self._role(), lines,
@@ -163,12 +168,15 @@ def record(model, model_file: str, step) -> list[Seen]:
 
     pre = register_module_forward_pre_hook(enter)
     post = register_module_forward_hook(leave)
+    npu = sys.modules["torch_npu"]      # npu_stand_in(): both call forms end in npu_prefetch
+    npu.npu_prefetch = rec.prefetch
     try:
         with rec:
             step()
     finally:
         pre.remove()
         post.remove()
+        npu.npu_prefetch = lambda *a, **k: None
     return rec.events
 
 

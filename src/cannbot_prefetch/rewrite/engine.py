@@ -82,11 +82,11 @@ class UnsafeOutput(Exception):
 # ---------------------------------------------------------------- the rewrite
 
 def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str = "eager",
-               switch: Switch | None = None, call: str | None = None) -> Location | Problem:
+               switch: Switch | None = None) -> Location | Problem:
     """Every check apply makes for one site, in one place, so analyze asks the same question
     before it plans (one truth): legality/'s rule (where the call goes, the dependency's flow),
     no hand-written prefetch of the same weight there, a layer stack to link for a next-layer
-    weight, and a safe join for the side stream (call form side_stream)."""
+    weight, and a safe join for the side stream (checked in either call form)."""
     switch = switch or Switch()
     res = locate(view, pl, target)
     if isinstance(res, Problem):
@@ -101,7 +101,10 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
         return Problem(UNSAFE, f"next-layer prefetch needs the module list that builds the layers "
                                f"(holding {pl.insert.cls}) in this file, to link each layer to "
                                f"the next")
-    if _side_stream(mode, call):
+    # the plan's join is checked in either call form of the modes that have one (written only
+    # for side_stream): a plan stays valid when its `call` is switched (docs/rewrite.md "Call
+    # form"); ge_graph has no side stream
+    if mode != "ge_graph":
         j = pl.join
         lines = join_lines(view, j.cls, j.method, j.where, switch)
         if isinstance(lines, str):
@@ -110,14 +113,14 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
 
 
 def site_problem(code: str, pl: Placement, target: TargetRef, *, mode: str = "eager",
-                 switch: Switch | None = None, call: str | None = None) -> str | None:
+                 switch: Switch | None = None) -> str | None:
     """None when apply would insert this placement into `code`, else apply's reason."""
     try:
         view = parse_view(strip_markers(split_bom(code)[1]),
                           {target.cls, pl.insert.cls, pl.join.cls})
     except cst.ParserSyntaxError as exc:
         return f"the file does not parse: {str(exc).splitlines()[0]}"
-    res = check_site(view, pl, target, mode=mode, switch=switch, call=call)
+    res = check_site(view, pl, target, mode=mode, switch=switch)
     return res.message if isinstance(res, Problem) else None
 
 
@@ -148,8 +151,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     errors: list[tuple[str, str]] = []
     placements: list[tuple[Site, Location]] = []
     for site in sites:
-        res = check_site(view, Placement.of_site(site), site.target, mode=mode, switch=switch,
-                         call=call)
+        res = check_site(view, Placement.of_site(site), site.target, mode=mode, switch=switch)
         if isinstance(res, Problem):
             if res.kind == MISSING:
                 errors.append((site.id, res.message))
