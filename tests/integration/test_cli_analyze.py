@@ -129,3 +129,32 @@ def test_real_cuda_trace_of_llama_decode():
     assert doc["profile"]["warmup_excluded"], "ProfilerStep#1 is the warm-up"
     lm_head = [s for s in doc["signatures"] if s.get("weight_shape") == [128256, 2048]]
     assert lm_head and lm_head[0]["verdict"] == "memory-bound"
+
+
+@pytest.mark.parametrize("mode, call, rc, words", [
+    ("eager", "side_stream", 0, None), ("npugraph_ex", "direct", 0, None),
+    ("eager", "bogus", 2, "--call must be one of direct, side_stream"),
+    ("ge_graph", "side_stream", 2, "not a ge_graph form")])
+def test_call_form_option(tmp_path, mode, call, rc, words):
+    """Issue 30: both call forms are offered; the plan records the one asked for."""
+    import yaml
+
+    transformers = pytest.importorskip("transformers")
+    src = Path(transformers.__file__).parent / "models" / "llama" / "modeling_llama.py"
+    (tmp_path / "src").mkdir()
+    model = tmp_path / "src" / "modeling_llama.py"
+    model.write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    config = Path(__file__).resolve().parents[2] / "examples" / "llama3.2-1b-en" / "config.json"
+    res = runner.invoke(app, ["prefetch", "analyze", "--target", "LlamaMLP.gate_proj",
+                              "--model-src", str(model), "--model-config", str(config),
+                              "--mode", mode, "--call", call, "--out", str(tmp_path / "out"),
+                              "--json"])
+    assert res.exit_code == rc, res.output
+    if words is not None:
+        assert words in json.loads(res.stdout)["error"]["message"]
+        assert not (tmp_path / "out").exists()
+        return
+    plan = yaml.safe_load((tmp_path / "out" / "prefetch_plan.yaml").read_text(encoding="utf-8"))
+    assert plan["call"] == call
+    design = (tmp_path / "out" / "prefetch_design.md").read_text(encoding="utf-8")
+    assert f"call form `{call}`" in design and "not the mode's recommended" in design

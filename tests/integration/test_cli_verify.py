@@ -29,7 +29,13 @@ def _site(id, cls, attr, weight, icls, anchor, dep, position="before", sha="", s
 
 
 @pytest.fixture()
-def applied(tmp_path, monkeypatch):
+def call():
+    """The plan's call form (None: the eager default, direct)."""
+    return None
+
+
+@pytest.fixture()
+def applied(tmp_path, monkeypatch, call):
     for name in ("toy_model.py", "toy_factory.py"):
         shutil.copyfile(FIX / name, tmp_path / name)
     sha = sha256_file(tmp_path / "toy_model.py")
@@ -38,7 +44,7 @@ def applied(tmp_path, monkeypatch):
         _site("toy-up", "ToyMLP", "up_proj", "self.mlp.up_proj.weight", "ToyLayer", "self.mlp", "h", sha=sha),
         _site("toy-down", "ToyMLP", "down_proj", "self.down_proj.weight", "ToyMLP", "self.up_proj", "h",
               position="after", sha=sha),
-    ), mode="eager", switch=Switch())
+    ), mode="eager", switch=Switch(), call=call)
     save_plan(plan, tmp_path / "plan.yaml")
     monkeypatch.chdir(tmp_path)           # apply's default root: the folder it runs in
     res = runner.invoke(app, ["prefetch", "apply", str(tmp_path / "plan.yaml"), "--write", "--yes"])
@@ -61,8 +67,12 @@ def test_verify_passes_table_and_json(applied):
     for sid in ("toy-o", "toy-up", "toy-down"):
         assert ("fires", sid) in names and ("graph order", sid) in names
         assert ("captured prefetch", sid) in names
-    for name in ("compile eager", "compile aot_eager", "recompiles", "side stream joined"):
+    for name in ("compile eager", "compile aot_eager", "recompiles", "compile inductor"):
         assert (name, None) in names
+    # eager's default call form is direct (cann-recipes-infer's prefetch principles): no join
+    assert ("side stream joined", None) not in names
+    assert "call form direct" in {c["name"]: c for c in data["checks"]}["switch"]["detail"]
+    assert "_cbp.join(" not in (applied / "toy_model.py").read_text()
     assert "torch_npu" not in sys.modules  # the stub is gone after verify
 
 
@@ -90,3 +100,25 @@ def test_verify_bad_factory_exit_2(applied):
     assert res.exit_code == 2 and "MODULE:FUNC" in res.output
     res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "toy_factory.py:nope"])
     assert res.exit_code == 2 and "no function nope" in res.output
+
+
+@pytest.mark.parametrize("call", ["side_stream"])
+def test_side_stream_form_is_refused_under_inductor(applied):
+    """Issue 30 part 5: Inductor schedules the join right after its prefetch (the prefetch then
+    blocks); verify says so for the side_stream form, and the side stream is joined in the
+    eager and aot_eager graphs."""
+    from cannbot_prefetch.verify.capture import _cxx
+
+    assert "_cbp.join(" in (applied / "toy_model.py").read_text()
+    res = runner.invoke(app, ["prefetch", "verify", "plan.yaml", "--factory", "toy_factory.py:build",
+                              "--json"])
+    data = json.loads(res.stdout)
+    checks = {c["name"]: c for c in data["checks"] if c["site"] is None}
+    assert checks["side stream joined"]["passed"], checks["side stream joined"]
+    ind = checks["compile inductor"]
+    if _cxx() is None:
+        assert ind["skipped"] and "no C++ compiler" in ind["detail"]
+        return
+    assert not ind["passed"] and "hoists the join" in ind["detail"], ind
+    assert "call: direct" in ind["detail"]
+    assert res.exit_code == 1

@@ -52,6 +52,29 @@ def test_guard_round_trips_and_is_optional(tmp_path):
     assert plan_from_dict(data).sites[1].guard is None
 
 
+@pytest.mark.parametrize("mode, call, form", [
+    ("eager", None, "direct"), ("ge_graph", None, "direct"), ("npugraph_ex", None, "side_stream"),
+    ("eager", "side_stream", "side_stream"), ("npugraph_ex", "direct", "direct")])
+def test_call_form_defaults_by_mode_and_round_trips(mode, call, form):
+    """Issue 30: the mode's recommended call form (cann-recipes-infer's prefetch principles),
+    or the plan's `call`; absent stays absent."""
+    plan = Plan(sites=(_site(),), mode=mode, call=call)
+    data = yaml.safe_load(dump_plan(plan))
+    assert data.get("call") == call
+    back = plan_from_dict(data)
+    assert back == plan and back.call_form == form
+
+
+@pytest.mark.parametrize("mode, call, message", [
+    ("eager", "stream", "'call' must be one of direct, side_stream"),
+    ("ge_graph", "side_stream", "not a ge_graph form")])
+def test_bad_call_form_is_refused(mode, call, message):
+    data = yaml.safe_load(dump_plan(Plan(sites=(_site(),), mode=mode)))
+    data["call"] = call
+    with pytest.raises(PlanError, match=message):
+        plan_from_dict(data)
+
+
 def test_applied_status_round_trips(tmp_path):
     plan = Plan(sites=(_site(),)).with_status("applied")
     assert plan_from_dict(yaml.safe_load(dump_plan(plan))).status == "applied"

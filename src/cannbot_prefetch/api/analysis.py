@@ -128,14 +128,15 @@ class Analysis:
     def plan(self, model_src: str, model_config=None, *, targets: Sequence[str] = (),
              window: str | Sequence[str] | None = None, tp: int = 1, moe_tp: int = 1,
              experts_per_rank: int | None = None, dtype: str | None = None, mode: str = "eager",
-             max_sites: int | None = None, max_size_cap: int | None = None,
+             call: str | None = None, max_sites: int | None = None, max_size_cap: int | None = None,
              src_map: Sequence[tuple[str, str]] = (), top: int = 10,
              lookback: int | None = None, out: str | None = DEFAULT_OUT,
              lang: str = "en", progress: Progress | None = None) -> "Planned":
         """Windows -> mapping -> sizing -> Plan against `model_src` (a file, folder or module
         name). `targets` (CLASS.ATTR): manual mode; `window`: one dependency for every target,
         or one per target in the same order. `out`: the folder the plan will be saved in (its
-        target paths are relative to it); nothing is written here."""
+        target paths are relative to it); `call`: direct | side_stream (None: the mode's
+        default, docs/rewrite.md "Call form"); nothing is written here."""
         from ..plan.options import PlanOptions, src_map_entries
 
         (progress or _quiet)("progress.plan")
@@ -145,7 +146,7 @@ class Analysis:
             lookback=lookback, tp=tp, moe_tp=moe_tp, experts_per_rank=experts_per_rank,
             targets=tuple(targets),
             window=window if window is None or isinstance(window, str) else tuple(window),
-            dtype=dtype, mode=mode, max_sites=max_sites,
+            dtype=dtype, mode=mode, call=call, max_sites=max_sites,
             max_size_cap=max_size_cap, src_map=src_map_entries(src_map),
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
@@ -257,7 +258,7 @@ class Planned:
 _LOAD_OPTIONS = ("rank", "run", "step", "steps", "hardware", "hbm_bw_tbps", "peak_tflops",
                  "cmo_bw_gbps")
 _PLAN_OPTIONS = ("model_config", "targets", "window", "tp", "moe_tp", "experts_per_rank", "dtype",
-                 "mode", "max_sites", "max_size_cap", "src_map", "lookback", "out", "lang")
+                 "mode", "call", "max_sites", "max_size_cap", "src_map", "lookback", "out", "lang")
 
 
 def analyze(profile=None, *, model_src: str | None = None, progress: Progress | None = None,

@@ -76,6 +76,7 @@ def analyze(
     window: Annotated[list[str], typer.Option(help="Manual mode: the dependency (a value or a module call; default: the nearest legal one). Once for every --target, or once per --target in the same order.")] = [],
     dtype: Annotated[Optional[str], typer.Option(help="Weight dtype for sizes: bf16, fp16, int8, fp32 (default: the dtype the weight is declared with, else the config's).")] = None,
     mode: Annotated[str, typer.Option(help="Execution mode: eager, ge_graph, npugraph_ex.")] = "eager",
+    call: Annotated[Optional[str], typer.Option("--call", help="Call form: direct (torch_npu.npu_prefetch on the current stream) or side_stream (a side stream joined later). Default: the mode's recommended one (eager, ge_graph: direct; npugraph_ex: side_stream).")] = None,
     max_sites: Annotated[Optional[int], typer.Option("--max-sites", help="Sites to plan (default 1: one target first).")] = None,
     max_size_cap: Annotated[Optional[int], typer.Option("--max-size-cap", help="User cap on max_size, bytes.")] = None,
     out: Annotated[str, typer.Option(help="Output folder for the plan and design document.")] = "cannbot-prefetch",
@@ -110,7 +111,8 @@ def analyze(
                 src_map=_parse_src_map(src_map), tp=tp, moe_tp=moe_tp,
                 experts_per_rank=experts_per_rank, targets=tuple(target),
                  window=window[0] if len(window) == 1 else tuple(window) or None,
-                dtype=dtype, mode=mode, max_sites=max_sites, max_size_cap=max_size_cap, out=out,
+                dtype=dtype, mode=mode, call=call, max_sites=max_sites, max_size_cap=max_size_cap,
+                out=out,
                 lang=lang, progress=tick)
         written = result.save() if isinstance(result, Planned) else []
         return result, result.to_json(written)

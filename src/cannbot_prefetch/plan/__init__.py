@@ -12,7 +12,9 @@ from __future__ import annotations
 from ..atomic import write_atomic
 from .schema import (
     MAPPINGS,
+    CALL_FORMS,
     MODES,
+    call_form,
     PLAN_VERSION,
     POSITIONS,
     SCOPES,
@@ -33,7 +35,7 @@ from .schema import (
 from .store import dump_plan, load_plan, resolve_source, save_plan
 from .validate import plan_from_dict
 
-__all__ = ["MAPPINGS", "MODES", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",
+__all__ = ["CALL_FORMS", "MAPPINGS", "MODES", "call_form", "PLAN_VERSION", "POSITIONS", "SCOPES", "STATUSES", "Basis", "Cap",
            "Guard", "Insert", "Join", "Plan", "Saving", "Site", "Switch", "Target", "dump_plan", "load_plan",
            "plan_from_dict", "plan_to_dict", "resolve_source", "save_plan", "sha256_file",
            "write_atomic"]

@@ -96,7 +96,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
     rejections += more_rej
     sites = unique_ids(tuple(site_of(c, m, s, opts, hw) for c, m, s in planned))
     plan = Plan(
-        sites=sites, mode=opts.mode,
+        sites=sites, mode=opts.mode, call=opts.call,
         switch=Switch(pol["plan"].get("switch_name", "enable_prefetch"), False, opts.config_path),
         created_from=_created_from(profile_info, hw, ms, cfg_path),
         rejections=tuple(r.to_dict() for r in rejections))

@@ -15,7 +15,7 @@ from ..gain import optimistic_share
 from ..i18n import texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
-from .schema import decode_guard_text
+from .schema import call_form, decode_guard_text
 from .ranks_design import rank_lines
 
 
@@ -98,7 +98,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if readers:
         L.append(f"- {t['switch_readers']}: " + ", ".join(f"`{c}.__init__`" for c in readers))
     L += ["", t["switch"].format(name=sw.name, path=sw.config_path),
-          t["mode_line"].format(mode=d.plan.mode, what=t[f"mode_{d.plan.mode}"]), ""]
+          _mode_line(d.plan, t), ""]
 
     L += [f"## {t['sizes']}", ""]
     ladder = planned[0].site.ladder if planned else {"up": [0.7, 1.0], "down": [0.3, 0.1]}
@@ -242,3 +242,10 @@ def _window_text(v: SiteView, t: dict[str, str]) -> str:
         reason += t["reason_agree"].format(n=w.instances, total=c.instances)
     return t["window_line"].format(branch=w.branch, reason=reason, time=_fmt(w.time_us),
                                    min=_fmt(w.min_us), inst=w.instances, ov=_fmt(w.overlap_us))
+
+
+def _mode_line(plan, t) -> str:
+    """The execution mode and the call form the plan uses, and why (issue 30 part 5)."""
+    form, default = plan.call_form, call_form(plan.mode)
+    why = t["call_default"] if form == default else t["call_chosen"].format(default=default)
+    return t["mode_line"].format(mode=plan.mode, call=form, what=t[f"call_{form}"], why=why)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError
-from .schema import MODES
+from .schema import CALL_FORMS, MODES
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class PlanOptions:
     window: str | tuple[str, ...] | None = None   # manual mode: the dependency (one per target)
     dtype: str | None = None               # manual sizes: bf16 | fp16 | int8 (default: config's)
     mode: str | None = None                # eager | ge_graph | npugraph_ex
+    call: str | None = None                # direct | side_stream (None: the mode's default)
     max_sites: int | None = None
     max_size_cap: int | None = None
     src_map: tuple[str, ...] = ()          # OLD=NEW path prefixes for stack frames
@@ -44,6 +45,11 @@ def with_defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
     mode = o.mode or pol["plan"].get("mode", "eager")
     if mode not in MODES:
         raise InputError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if o.call is not None and o.call not in CALL_FORMS:
+        raise InputError(f"--call must be one of {', '.join(CALL_FORMS)}, not {o.call!r}")
+    if mode == "ge_graph" and o.call == "side_stream":
+        raise InputError("--call side_stream is not a ge_graph form (torchair orders npu_prefetch "
+                         "by its dependency; no stream of its own): use --call direct")
     # manual mode: the targets the user names are the sites (unless --max-sites says fewer)
     default_sites = len(o.targets) if o.targets else pol["plan"]["max_sites"]
     max_sites = default_sites if o.max_sites is None else o.max_sites

@@ -21,6 +21,19 @@ from .. import __version__
 PLAN_VERSION = 1
 STATUSES = ("proposed", "applied")
 MODES = ("eager", "ge_graph", "npugraph_ex")
+# How the prefetch is issued (docs/rewrite.md "Call form"): `direct` calls torch_npu.npu_prefetch
+# on the current stream; `side_stream` issues it on a side stream that waits for the current one
+# and is joined at the method's end. The default is what each mode's own documentation
+# recommends (cann-recipes-infer docs/cann/en/prefetch_principles.md: in eager and ge_graph
+# modes call npu_prefetch directly, without a hand-written stream/event layer that can add
+# synchronisation waits; npugraph_ex uses an explicit stream joined once at the end).
+CALL_FORMS = ("direct", "side_stream")
+DEFAULT_CALL = {"eager": "direct", "ge_graph": "direct", "npugraph_ex": "side_stream"}
+
+
+def call_form(mode: str, call: str | None = None) -> str:
+    """The plan's call form: `call` when given, else the mode's recommended one."""
+    return call or DEFAULT_CALL.get(mode, "direct")
 MAPPINGS = ("stack", "shape", "manual")
 POSITIONS = ("before", "after")
 SCOPES = ("same", "next_layer")
@@ -131,6 +144,11 @@ class Plan:
     rejections: tuple[dict[str, Any], ...] = ()
     version: int = PLAN_VERSION
     tool_version: str = __version__
+    call: str | None = None       # direct | side_stream; None: the mode's default (call_form)
+
+    @property
+    def call_form(self) -> str:
+        return call_form(self.mode, self.call)
 
     def with_status(self, status: str) -> "Plan":
         return replace(self, status=status)
@@ -184,6 +202,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "status": plan.status,
         "created_from": plan.created_from,
         "mode": plan.mode,
+        **({"call": plan.call} if plan.call else {}),
         "switch": asdict(plan.switch),
         "sites": [_site_to_dict(s) for s in plan.sites],
         "rejections": list(plan.rejections),

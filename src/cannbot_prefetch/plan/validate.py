@@ -10,7 +10,7 @@ from typing import Any
 from .. import __version__
 from ..errors import PlanError
 from . import grammar
-from .schema import (MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
+from .schema import (CALL_FORMS, MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
                      Insert, Join, Plan, Saving, Site, Switch, Target)
 
 class _Reader:
@@ -317,6 +317,7 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     plan = Plan(
         sites=tuple(sites),
         mode=r.get("mode", str, "eager", MODES),
+        call=r.get("call", str, None, CALL_FORMS),
         switch=switch,
         status=r.get("status", str, "proposed", STATUSES),
         created_from=_created_from(r),
@@ -325,4 +326,8 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         tool_version=r.text("tool_version", __version__),
     )
     r.done()
+    if plan.mode == "ge_graph" and plan.call == "side_stream":
+        raise PlanError("call: side_stream is not a ge_graph form (torchair takes npu_prefetch as "
+                        "a Cmo node ordered by its dependency; no stream of its own): use "
+                        "call: direct or leave it out", path=source)
     return plan

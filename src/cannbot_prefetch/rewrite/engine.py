@@ -25,13 +25,16 @@ import ast
 from dataclasses import dataclass, field
 
 from ..legality import MISSING, UNSAFE, Location, Placement, Problem, TargetRef, locate
-from ..plan import Site, Switch, grammar
+from ..plan import Site, Switch, call_form, grammar
 from ..pysource import ClassInfo, SourceView, parse_view
 from .concerns import guard_problem, import_lines, join_lines, link_lines, site_line, switch_lines
 from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers,
                       own_lines, split_bom, strip_markers)
 
-SIDE_STREAM_MODES = ("eager", "npugraph_ex")
+def _side_stream(mode: str, call: str | None) -> bool:
+    """Whether the plan issues on a side stream (and so joins it): plan `call`, else the mode's
+    recommended form (plan/schema.py `call_form`)."""
+    return call_form(mode, call) == "side_stream"
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
     """Every check apply makes for one site, in one place, so analyze asks the same question
     before it plans (one truth): legality/'s rule (where the call goes, the dependency's flow),
     no hand-written prefetch of the same weight there, a layer stack to link for a next-layer
-    weight, and a safe join for the side stream (eager / npugraph_ex)."""
+    weight, and a safe join for the side stream (checked in either call form)."""
     switch = switch or Switch()
     res = locate(view, pl, target)
     if isinstance(res, Problem):
@@ -96,7 +99,10 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
         return Problem(UNSAFE, f"next-layer prefetch needs the module list that builds the layers "
                                f"(holding {pl.insert.cls}) in this file, to link each layer to "
                                f"the next")
-    if mode in SIDE_STREAM_MODES:
+    # the plan's join is checked in either call form of the modes that have one (written only
+    # for side_stream): a plan stays valid when its `call` is switched (docs/rewrite.md "Call
+    # form"); ge_graph has no side stream
+    if mode != "ge_graph":
         j = pl.join
         lines = join_lines(view, j.cls, j.method, j.where, switch)
         if isinstance(lines, str):
@@ -106,7 +112,8 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
 
 
 def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str = "eager",
-                   switch: Switch | None = None, helper_module: str | None = None) -> RewriteOutput:
+                   switch: Switch | None = None, helper_module: str | None = None,
+                   call: str | None = None) -> RewriteOutput:
     """Insert the sites' guarded calls into `code`; returns the new code and what happened.
 
     Raises libcst.ParserSyntaxError when the code does not parse, SiteErrors when a site breaks
@@ -148,7 +155,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         out.notes.append(f"line {e.line}: existing npu_prefetch call in {e.where} "
                          f"(not written by cannbot-prefetch; left as it is): {e.code}")
     joins: dict[tuple[str, str, str], list[tuple[int, str, str]] | str] = {}
-    if mode in SIDE_STREAM_MODES:      # check_site made sure each join has a safe place
+    if _side_stream(mode, call):      # check_site made sure each join has a safe place
         for site, _ in placements:
             j = site.join
             key = (j.cls, j.method, j.where)
@@ -200,7 +207,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     for site, _ in placements:
         j = site.join
         key = (j.cls, j.method, j.where)
-        if mode not in SIDE_STREAM_MODES or key in done:
+        if not _side_stream(mode, call) or key in done:
             continue
         done.add(key)
         thread(view.classes[j.cls])

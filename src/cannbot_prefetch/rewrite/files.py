@@ -168,7 +168,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
             warnings.append(f"{shown.name} imports the helper as `{module}`: keep "
                             f"{helper_path.parent} on sys.path")
         try:
-            out = rewrite_source(raw, sites, mode=plan.mode, switch=plan.switch, helper_module=module)
+            out = rewrite_source(raw, sites, mode=plan.mode, switch=plan.switch, helper_module=module,
+                                 call=plan.call)
         except cst.ParserSyntaxError as exc:
             raise SourceError(f"does not parse ({str(exc).splitlines()[0]}; sites: "
                               f"{_site_names(sites)})", path=str(shown)) from None
@@ -201,7 +202,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
         if revert:
             new = old if users_named else None
         elif any_applied:
-            new = helper_source(plan.mode, plan.switch.config_path, plan.switch.default)
+            new = helper_source(plan.mode, plan.switch.config_path, plan.switch.default,
+                                plan.call)
             if users and old is not None and new != old:
                 raise Conflict(f"is shared with {', '.join(u.name for u in users)} (another "
                                f"plan's sites), which this plan's mode/switch would change: "

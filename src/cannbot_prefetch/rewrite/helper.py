@@ -4,10 +4,12 @@ It is the project's own equivalent of a `npu_prefetch(switch_flag, weight, depen
 offset=0)` wrapper: nothing happens while the switch is off, and `torch_npu` is imported only
 when it is on. The call is expressed so that a graph capture keeps it, in order, in every mode
 (docs/rewrite.md "What each mode emits"):
-- `ge_graph`: `torch_npu.npu_prefetch` (the op `torch.ops.npu.npu_prefetch`) with its
-  dependency; torch_npu registers it with a side effect and torchair converts it to a GE `Cmo`
-  node with a control edge from the dependency.
-- `eager` / `npugraph_ex`: the custom op `cannbot_prefetch::prefetch(weight, dependency, ...)`
+- call form `direct` (the default in `eager` and `ge_graph`, as cann-recipes-infer's prefetch
+  principles recommend; plan `call`): `torch_npu.npu_prefetch` (the op
+  `torch.ops.npu.npu_prefetch`) with its dependency, on the current stream; torch_npu registers
+  it with a side effect and torchair converts it to a GE `Cmo` node with a control edge from the
+  dependency. No join.
+- call form `side_stream` (the default in `npugraph_ex`): the custom op `cannbot_prefetch::prefetch(weight, dependency, ...)`
   (registered here with `torch.library`, a fake kernel for tracing and a side effect so no
   dead-code pass drops it), whose real kernel makes a side stream (created once per device)
   wait for the current one and issues the prefetch on it; `cannbot_prefetch::join()` makes the
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import ast
 
-from ..plan import MODES, grammar
+from ..plan import CALL_FORMS, MODES, call_form, grammar
 
 HELPER_NAME = "_cannbot_prefetch.py"
 # the ops a captured graph holds for a prefetch (verify looks for these names)
@@ -38,12 +40,12 @@ Turn it on through the model config (`{config_path}: true`) or, for constructors
 config object, by setting `ENABLED = True` in this module before the model is built. Off by
 default; when off nothing here touches torch_npu.
 
-Mode `ge_graph` calls torch_npu's `npu_prefetch` op with its dependency (torchair: a Cmo node
-with a control edge). Modes `eager` / `npugraph_ex` call the custom op
-`cannbot_prefetch::prefetch`, whose kernel issues the prefetch on a side stream after that stream
-waits for the current one; `join()` makes the current stream wait for the side stream. Both ops
-have a fake kernel and a declared side effect, so torch.compile keeps them, in program order,
-after their dependency.
+Call form `direct` calls torch_npu's `npu_prefetch` op with its dependency on the current
+stream (ge_graph / torchair: a Cmo node with a control edge); `join()` does nothing. Call form
+`side_stream` calls the custom op `cannbot_prefetch::prefetch`, whose kernel issues the prefetch
+on a side stream after that stream waits for the current one; `join()` makes the current stream
+wait for the side stream. Both ops have a fake kernel and a declared side effect, so
+torch.compile keeps them, in program order, after their dependency.
 """
 
 import importlib.util
@@ -53,6 +55,7 @@ import types
 import torch
 
 MODE = {mode!r}                      # eager | ge_graph | npugraph_ex
+CALL = {call!r}                    # direct | side_stream (plan `call`)
 ENABLED = {default!r}                  # module-level switch (runner sets it; default off)
 MULTI_STREAM_KEY = "enable_multi_streams"
 OPS = {ops!r}           # torch.library namespace of the side-stream ops
@@ -99,7 +102,7 @@ def read_switch(config, path, default=False):
 
 
 def _check_multi_stream(config, path):
-    if MODE not in ("eager", "npugraph_ex") or config is None:
+    if CALL != "side_stream" or config is None:
         return
     parent = path.rsplit(".", 1)[0] + "." if "." in path else ""
     value = _lookup(config, parent + MULTI_STREAM_KEY)
@@ -126,7 +129,7 @@ def _npu_present():
 def prepare():
     """Create the side stream of the current device now, while the model is built (switch on),
     so that no stream is created inside a compiled or captured forward."""
-    if MODE == "ge_graph" or not _npu_present():
+    if CALL != "side_stream" or not _npu_present():
         return
     import torch_npu  # noqa: F401  (switch on: torch.npu exists from here)
 
@@ -159,9 +162,9 @@ def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, guard=None):
     """Prefetch up to `size` bytes of `weight` into L2 once `depend` is computed."""
     if not switch_flag or not _decode(guard):
         return None
-    if MODE == "ge_graph":
+    if CALL == "direct":
         if depend is None:
-            raise ValueError("npu_prefetch in ge_graph mode needs a dependency tensor, not None")
+            raise ValueError("npu_prefetch called directly needs a dependency tensor, not None")
         import torch_npu  # only when the switch is on
 
         if offset:  # torch_npu.npu_prefetch is the op torch.ops.npu.npu_prefetch itself
@@ -174,8 +177,8 @@ def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, guard=None):
 
 
 def join(switch_flag):
-    """The current stream waits for the side stream's prefetches (eager / npugraph_ex)."""
-    if not switch_flag or MODE == "ge_graph":
+    """The current stream waits for the side stream's prefetches (call form side_stream)."""
+    if not switch_flag or CALL != "side_stream":
         return None
     torch.ops.{ops}.join()
     return None
@@ -243,15 +246,18 @@ def link_next_layers(layers):
 '''
 
 
-def helper_source(mode: str, config_path: str, default: bool = False) -> str:
-    """The helper's text. The plan values it holds are checked first (a mode name, a dotted
-    config path, a bool: nothing that can close a string or a docstring) and the result must
-    parse."""
-    if mode not in MODES or not grammar.is_dotted(config_path) or not isinstance(default, bool):
-        raise ValueError(f"helper values not allowed: mode={mode!r}, config_path={config_path!r}, "
-                         f"default={default!r}")
+def helper_source(mode: str, config_path: str, default: bool = False,
+                  call: str | None = None) -> str:
+    """The helper's text. The plan values it holds are checked first (a mode name, a call form,
+    a dotted config path, a bool: nothing that can close a string or a docstring) and the result
+    must parse. `call` None: the mode's default form (plan.call_form)."""
+    form = call_form(mode, call)
+    if mode not in MODES or form not in CALL_FORMS or not grammar.is_dotted(config_path) \
+            or not isinstance(default, bool):
+        raise ValueError(f"helper values not allowed: mode={mode!r}, call={call!r}, "
+                         f"config_path={config_path!r}, default={default!r}")
     text = _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default,
-                            ops=SIDE_STREAM_OPS, state=RUNTIME_STATE)
+                            ops=SIDE_STREAM_OPS, state=RUNTIME_STATE, call=form)
     ast.parse(text)
     return text
 

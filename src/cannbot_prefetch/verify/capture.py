@@ -10,8 +10,15 @@ was written for (docs/rewrite.md "What each mode emits"):
 - `captured prefetch` (per site): in dynamo's graph and in AOT's forward graph, one prefetch node
   per module that holds the weight, each after its dependency and before its target, with the
   dependency an ancestor of the target (verify/graph.py).
-- `side stream joined` (eager / npugraph_ex): a join node follows every prefetch node, so the side
-  stream is joined before the graph ends (aclgraph capture requires it).
+- `side stream joined` (call form side_stream): a join node follows every prefetch node, so the
+  side stream is joined before the graph ends (aclgraph capture requires it).
+- `compile inductor`: torch.compile's default backend, where a C++ compiler exists (skipped with
+  the reason otherwise): it runs, issues every prefetch, its outputs match eager within float
+  tolerance (Inductor fuses, so not bit for bit), and, in the side_stream form, no join runs
+  before the target's first read of the prefetched weight in the code Inductor generated.
+  Inductor schedules side-effect ops only among themselves: it hoists the join right after its
+  prefetch (the prefetch then blocks the compute stream), so that form fails here with the
+  reason; the direct form has no join.
 - `recompiles`: the eager-backend model called at decode batches b, 8b and 256b (inputs tiled
   along dim 0) compiles nothing at 256b and prefetches at every batch. A decode guard that read
   the batch (a total token count does) would recompile or stop prefetching there; when the
@@ -25,11 +32,12 @@ copied outside the graph.
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..plan import Plan
-from .checks import Check, Expected, call_with, outputs_equal
+from .checks import Check, Expected, call_with, failing_site, outputs_equal
 from .graph import is_join, is_prefetch, op_name, order_problem
 
 BACKENDS = ("eager", "aot_eager")
@@ -208,9 +216,10 @@ def _joined(captured: Captured) -> tuple[bool, str]:
 
 
 def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Callable,
-                   set_switch: Callable[[bool], None], mode: str) -> list[Check]:
+                   set_switch: Callable[[bool], None], form: str) -> list[Check]:
     """The checks above. `counted(fn)` runs a compiled call and returns (result, prefetches
-    issued); `set_switch(on)` flips the model. Expects the switch on and grad off; leaves it on."""
+    issued); `set_switch(on)` flips the model; `form` is the helper's call form (direct |
+    side_stream). Expects the switch on and grad off; leaves it on."""
     import torch
 
     checks: list[Check] = []
@@ -248,17 +257,138 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
                                                              f"with the switch off ({err_off})",
                                              skipped=True))
             else:
+                sid = failing_site(exc, plan)
+                at = f" at site {sid}" if sid else ""
                 checks.append(_compile_check(backend, False, f"compiles with the switch off, "
-                                                             f"fails with it on: "
+                                                             f"fails with it on{at}: "
                                                              f"{_first_line(exc)}"))
     checks += _site_checks(captured, plan, exp)
-    if mode in ("eager", "npugraph_ex"):
+    checks.append(inductor_check(target, plan, off, want, counted, form, set_switch))
+    if form == "side_stream":
         done = [(b, c) for b, c in captured.items() if c is not None]
         if done:
             results = [(b, *_joined(c)) for b, c in done]
             checks.append(Check("side stream joined", all(ok for _, ok, _ in results),
                                 "; ".join(f"{b}: {d}" for b, _, d in results)))
     return checks
+
+
+_PREFETCH_CALL = re.compile(r"torch\.ops\.(?:cannbot_prefetch\.prefetch|npu\.npu_prefetch)"
+                            r"\.default\((\w+)")
+_JOIN_CALL = "torch.ops.cannbot_prefetch.join.default("
+CXX = ("g++", "c++", "clang++")
+
+
+def _cxx() -> str | None:
+    import os
+    import shutil
+
+    return next((p for p in (shutil.which(c) for c in (os.environ.get("CXX") or "",) + CXX if c)
+                 if p), None)
+
+
+def hoisted_joins(code: str) -> list[str]:
+    """Per prefetch call in Inductor's generated code whose next join comes before the first
+    line that reads the prefetched weight: what the problem is (empty: none)."""
+    lines = code.splitlines()
+    out = []
+    for i, text in enumerate(lines):
+        m = _PREFETCH_CALL.search(text)
+        if m is None:
+            continue
+        w = re.compile(rf"\b{re.escape(m.group(1))}\b")
+        read = next((j for j in range(i + 1, len(lines)) if w.search(lines[j])
+                     and not lines[j].lstrip().startswith("#")
+                     and not _PREFETCH_CALL.search(lines[j])), None)
+        join = next((j for j in range(i + 1, len(lines)) if _JOIN_CALL in lines[j]), None)
+        if join is not None and (read is None or join < read):
+            out.append(f"the join of the prefetch of {m.group(1)} (generated line {i + 1}) runs at "
+                       f"line {join + 1}, before the weight's first read"
+                       + (f" (line {read + 1})" if read is not None else ""))
+    return out
+
+
+def inductor_check(target: Target, plan: Plan, off, want: int, counted: Callable,
+                   form: str, set_switch: Callable[[bool], None]) -> Check:
+    """`compile inductor` (module docstring). Eager mode only: ge_graph and npugraph_ex compile
+    with torchair's backends, for which aot_eager above stands in."""
+    import torch
+
+    if plan.mode != "eager":
+        return Check("compile inductor", False, f"not checked: mode {plan.mode} compiles with "
+                                                f"torchair (aot_eager above stands in for it), "
+                                                f"not Inductor", skipped=True)
+    cxx = _cxx()
+    if cxx is None:
+        return Check("compile inductor", False, "not checked: no C++ compiler (g++, c++ or "
+                                                "clang++ on PATH, or $CXX): Inductor's CPU "
+                                                "backend needs one", skipped=True)
+    from torch._inductor.utils import run_and_get_code
+
+    try:
+        with _fresh():
+            compiled = torch.compile(target.module, backend="inductor", fullgraph=True)
+            (out, codes), fired = counted(lambda: run_and_get_code(
+                lambda: target.result(call_with(compiled, target.inputs(1)))))
+    except Exception as exc:  # noqa: BLE001 - a compile failure is the finding
+        err_off = _inductor_off(target, set_switch)
+        if err_off is not None:
+            return Check("compile inductor", False, f"not checked: the model does not compile "
+                                                    f"with Inductor even with the switch off "
+                                                    f"({err_off})", skipped=True)
+        sid = failing_site(exc, plan)
+        return Check("compile inductor", False, f"compiles with the switch off, fails with it on"
+                     + (f" at site {sid}" if sid else "") + f": {_first_line(exc)}")
+    close, detail = _close(off, out)
+    problems = [p for code in codes for p in hoisted_joins(code)] if form == "side_stream" else []
+    ok = close and fired == want and not problems
+    text = (f"fullgraph=True ({cxx}); outputs vs eager with the switch off: {detail}; the "
+            f"compiled run issued {fired}/{want} prefetch(es)")
+    if problems:
+        text += ("; call form side_stream: " + "; ".join(problems[:2]) + ": Inductor hoists "
+                 "the join right after the prefetch, which then blocks the compute stream. This "
+                 "form is refused under Inductor: use `call: direct` (the eager default) or "
+                 "another backend")
+    return Check("compile inductor", ok, text)
+
+
+def _inductor_off(target: Target, set_switch: Callable[[bool], None]) -> str | None:
+    """The error of the same Inductor compile with the switch off (None: it compiles)."""
+    import torch
+
+    set_switch(False)
+    try:
+        with _fresh():
+            call_with(torch.compile(target.module, backend="inductor", fullgraph=True),
+                      target.inputs(1))
+        return None
+    except Exception as exc:  # noqa: BLE001 - the model's own compile problem, reported
+        return _first_line(exc)
+    finally:
+        set_switch(True)
+
+
+def _close(a, b) -> tuple[bool, str]:
+    """Outputs equal within float tolerance (Inductor fuses and reorders reductions)."""
+    import torch
+
+    def flat(x):
+        if isinstance(x, torch.Tensor):
+            yield x
+        elif isinstance(x, dict) or hasattr(x, "items"):
+            for v in x.values():
+                yield from flat(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                yield from flat(v)
+
+    fa, fb = list(flat(a)), list(flat(b))
+    if len(fa) != len(fb) or not fa:
+        return False, "the outputs have different structure"
+    for x, y in zip(fa, fb):
+        if x.shape != y.shape or not torch.allclose(x.float(), y.float(), rtol=1e-3, atol=1e-4):
+            return False, "outputs differ beyond rtol 1e-3 / atol 1e-4"
+    return True, f"{len(fa)} tensor(s) within rtol 1e-3 / atol 1e-4"
 
 
 def _compile_check(backend: str, ok: bool, detail: str, skipped: bool = False) -> Check:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from ..atomic import write_atomic
 from ..errors import InputError
-from ..plan import Plan, load_plan
+from ..plan import Plan, call_form, load_plan
 from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
-from .checks import (Check, call_with, capture_inputs, check_calls, expected_weights, graph_order,
+from .checks import (Check, call_with, failed_run, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
 
 NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
@@ -139,7 +139,8 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
                                                  "cannbot-prefetch helper: was the plan applied?"))
             return checks, stub
         checks.append(Check("switch", True, f"{carriers} module(s) carry self.{name}; helper mode "
-                                            f"{helpers[0].MODE}"))
+                                            f"{helpers[0].MODE}, call form "
+                                            f"{getattr(helpers[0], 'CALL', None) or call_form(helpers[0].MODE)}"))
         off = call_with(model, inputs)
         checks.append(Check("switch off: no prefetch", not rec.calls,
                             "no npu_prefetch call" if not rec.calls else
@@ -148,6 +149,9 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
         set_switch(model, name, True)
         try:
             on = call_with(model, inputs)
+        except Exception as exc:  # noqa: BLE001 - a site that fails at run time is the finding
+            checks.append(failed_run(exc, plan))
+            return checks, stub
         finally:
             set_switch(model, name, False)
         same, detail = outputs_equal(off, on)
@@ -170,8 +174,9 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
         if capture:
             set_switch(model, name, True)
             try:
+                form = getattr(helpers[0], "CALL", None) or call_form(helpers[0].MODE)
                 checks += capture_checks(model, inputs, plan, off, exp, counted,
-                                         lambda on: set_switch(model, name, on), helpers[0].MODE)
+                                         lambda on: set_switch(model, name, on), form)
             finally:
                 set_switch(model, name, False)
     return checks, stub

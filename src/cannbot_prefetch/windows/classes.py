@@ -37,6 +37,10 @@ class WindowRules:
     # kind_of's answers, owned by these rules (asked once per timeline op; a module dict keyed
     # by id() handed a freed object's answers to a new one that reused its id)
     _kinds: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    norms: tuple[re.Pattern[str], ...] = ()       # norm kernels (launched by norm calls only)
+
+    def is_norm(self, op_type: str | None) -> bool:
+        return _any(self.norms, op_type or "")
 
     def classify(self, op_type: str | None, name: str | None, core: str | None, nbytes: int,
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
@@ -144,7 +148,8 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         communication=rx("communication"), matmul=rx("matmul"), movers=rx("movers"),
         light=rx("light"), large_op_bytes=int(w.get("large_op_bytes", 8 * 2**20)),
         large_op_us=float(w.get("large_op_us", 20.0)),
-        verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())))
+        verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())),
+        norms=rx("norms"))
 
 
 @lru_cache(maxsize=1)

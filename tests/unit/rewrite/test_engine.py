@@ -131,11 +131,14 @@ def test_anchor_inside_return_before_ok_after_refused():
     assert out.applied == ["d"]
     assert "inside `return`" in out.refused[0].reason
     # eager: the join cannot go after work done inside `return`; the caller can hold it
-    eager = rewrite_source(SRC, [s_before], mode="eager")
+    eager = rewrite_source(SRC, [s_before], mode="eager", call="side_stream")
     assert eager.applied == [] and "computes its value inside `return`" in eager.refused[0].reason
     s_join = site("d", cls="MLP", attr="down_proj", weight="self.down_proj.weight", icls="MLP",
                   anchor="self.down_proj", dep="x", jcls="Layer", jmethod="forward")
-    assert rewrite_source(SRC, [s_join], mode="eager").applied == ["d"]
+    assert rewrite_source(SRC, [s_join], mode="eager", call="side_stream").applied == ["d"]
+    # the plan's join is checked in the direct form too (eager's default; nothing written):
+    # the plan stays valid when its call form is switched
+    assert rewrite_source(SRC, [s_before], mode="eager").applied == []
 
 
 def test_subclass_without_forward_refused_rest_applied():
@@ -151,14 +154,22 @@ def test_class_without_init_uses_module_switch():
     assert "_cbp.npu_prefetch(_cbp.enabled(), mlp.gate_proj.weight, x" in out.code
 
 
-def test_ge_graph_has_no_join_eager_has_one():
+def test_only_the_side_stream_form_has_a_join():
+    """Issue 30: eager's default call form is direct (cann-recipes-infer's prefetch principles),
+    npugraph_ex's the side stream; `call` chooses."""
     assert "_cbp.join" not in rewrite_source(SRC, [mlp_site()], mode="ge_graph").code
-    assert rewrite_source(SRC, [mlp_site()], mode="eager").code.count("_cbp.join") == 1
+    assert "_cbp.join" not in rewrite_source(SRC, [mlp_site()], mode="eager").code
+    assert rewrite_source(SRC, [mlp_site()], mode="eager",
+                          call="side_stream").code.count("_cbp.join") == 1
+    assert rewrite_source(SRC, [mlp_site()], mode="npugraph_ex").code.count("_cbp.join") == 1
+    assert "_cbp.join" not in rewrite_source(SRC, [mlp_site()], mode="npugraph_ex",
+                                             call="direct").code
 
 
 def test_join_before_call():
     out = rewrite_source(SRC, [mlp_site(anchor="self.attention", position="after",
-                                        dep="attn_output", where="before:self.mlp")])
+                                        dep="attn_output", where="before:self.mlp")],
+                         call="side_stream")
     lines = out.code.splitlines()
     k = next(i for i, ln in enumerate(lines) if "mlp_output = self.mlp(h)" in ln)
     assert "_cbp.join(self.enable_prefetch)" in lines[k - 1]
@@ -193,7 +204,7 @@ def test_crlf_line_endings_kept():
 ])
 def test_bad_sites_raise_naming_the_site(kw, words):
     with pytest.raises(SiteErrors) as err:
-        rewrite_source(SRC, [mlp_site(id="bad-site", **kw)])
+        rewrite_source(SRC, [mlp_site(id="bad-site", **kw)], call="side_stream")
     assert "site bad-site" in str(err.value) and words in str(err.value)
 
 

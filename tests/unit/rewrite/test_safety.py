@@ -43,14 +43,14 @@ def down(**kw):
 # ---------------------------------------------------------------- D4: no join after a return
 
 def test_d4_end_join_refusal_advice_after_return_is_refused_not_dead_code():
-    first = rewrite_source(SRC, [down()], mode="eager")
+    first = rewrite_source(SRC, [down()], mode="eager", call="side_stream")
     assert first.applied == [] and "join.where to before:<call> / after:<call>" in \
         first.refused[0].reason
     # following the advice literally: after the call that sits in `return`
-    out = rewrite_source(SRC, [down(where="after:self.down_proj")], mode="eager")
+    out = rewrite_source(SRC, [down(where="after:self.down_proj")], mode="eager", call="side_stream")
     assert out.applied == [] and "dead code" in out.refused[0].reason
     assert out.code == SRC
-    ok = rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager")
+    ok = rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager", call="side_stream")
     assert ok.applied == ["down"]
     lines = ok.code.splitlines()
     k = next(i for i, ln in enumerate(lines) if "return self.down_proj(h)" in ln)
@@ -74,12 +74,12 @@ def test_d5_file_without_final_newline_round_trips(where):
                       "        y = y + 1")                  # no newline at the end of the file
     assert not src.endswith("\n")
     s = down(where=where.replace("self.down_proj", "self.down_proj"))
-    out = rewrite_source(src, [s], mode="eager")
+    out = rewrite_source(src, [s], mode="eager", call="side_stream")
     assert out.applied == ["down"]
     compile(out.code, "m", "exec")
     assert not out.code.endswith("\n")
     assert strip_markers(out.code) == src                    # byte-identical revert
-    assert rewrite_source(out.code, [s], mode="eager").code == out.code   # idempotent
+    assert rewrite_source(out.code, [s], mode="eager", call="side_stream").code == out.code   # idempotent
 
 
 # ---------------------------------------------------------------- D6: own lines exactly
@@ -92,7 +92,7 @@ def test_d6_user_lines_mentioning_the_marker_survive_apply_and_revert():
                       "y = 2  # cannbot-prefetch: user-comment\n\n\n"
                       "class MLP(nn.Module):\n")
     assert not has_markers(src) and marked_ids(src) == set()
-    out = rewrite_source(src, [down(where="before:self.down_proj")], mode="eager")
+    out = rewrite_source(src, [down(where="before:self.down_proj")], mode="eager", call="side_stream")
     assert out.applied == ["down"]
     for line in ("x = 1  # cannbot-prefetch: keep-me", "_cbp.join(x)  # cannbot-prefetch: join",
                  "y = 2  # cannbot-prefetch: user-comment"):

@@ -4,6 +4,8 @@ a guard that reads the batch, a graph break), while a model that never compiles 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import importlib.util
 import sys
 import textwrap
@@ -59,14 +61,15 @@ def build(tmp_path):
     """build(mode) -> (model, inputs, plan, helper module): the engine's output, loaded."""
     names = []
 
-    def make(mode):
-        p = _plan(mode)
-        out = rewrite_source(SRC, p.sites, mode=p.mode, switch=p.switch)
+    def make(mode, call=None):
+        p = replace(_plan(mode), call=call)
+        out = rewrite_source(SRC, p.sites, mode=p.mode, switch=p.switch, call=call)
         assert out.applied == ["toy-up"]
-        d = tmp_path / mode
+        d = tmp_path / f"{mode}-{call}"
         d.mkdir()
         (d / "toy_capture_model.py").write_text(out.code)
-        (d / "_cannbot_prefetch.py").write_text(helper_source(mode, p.switch.config_path))
+        (d / "_cannbot_prefetch.py").write_text(helper_source(mode, p.switch.config_path,
+                                                              call=call))
         sys.path.insert(0, str(d))
         try:
             mods = {}
@@ -95,7 +98,8 @@ def _by(checks):
 def test_capture_checks_pass_on_the_emitted_code(build, mode):
     model, inputs, p, _ = build(mode)
     checks, _ = verify_model(model, inputs, p, graph=False)
-    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert all(c.passed or _inductor_elsewhere(c) for c in checks), \
+        [c for c in checks if not c.passed]
     by = _by(checks)
     assert "2/2 prefetch(es)" in by[("compile aot_eager", None)].detail
     assert "prefetches per forward [2, 2, 2]" in by[("recompiles", None)].detail
@@ -104,7 +108,7 @@ def test_capture_checks_pass_on_the_emitted_code(build, mode):
 def test_an_op_without_a_declared_side_effect_is_caught(build, monkeypatch):
     """The issue's finding: AOT drops an op with no outputs and no side effect (zero prefetches
     under aot_eager). Without its side-effect registration the checks must fail."""
-    model, inputs, p, _ = build("eager")
+    model, inputs, p, _ = build("eager", "side_stream")   # the helper's own op
     ops = torch.ops.cannbot_prefetch
     effects = set(torch.fx.node._side_effectful_functions) - {ops.prefetch.default}
     monkeypatch.setattr(torch.fx.node, "_side_effectful_functions", effects)
@@ -222,8 +226,14 @@ def test_with_an_installed_torch_npu_compiled_prefetches_are_counted(build, tmp_
             state.side_streams.clear()
             state.pending.clear()
     assert not stub
-    assert all(c.passed for c in checks), [c for c in checks if not c.passed]
+    assert all(c.passed or _inductor_elsewhere(c) for c in checks), \
+        [c for c in checks if not c.passed]
     by = _by(checks)
     assert "fired 2/2" in by[("fires", "toy-up")].detail
     assert "issued 2/2 prefetch(es)" in by[("compile aot_eager", None)].detail
     assert "prefetches per forward [2, 2, 2]" in by[("recompiles", None)].detail
+
+
+def _inductor_elsewhere(c) -> bool:
+    """`compile inductor` runs in eager mode only (torchair modes: skipped, said why)."""
+    return c.name == "compile inductor" and c.skipped and "torchair" in c.detail

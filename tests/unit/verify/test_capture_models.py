@@ -96,16 +96,20 @@ def test_prefetch_survives_torch_compile(family, mode, tmp_path):
         checks, stub = verify_model(model, {"input_ids": ids, "use_cache": False}, p,
                                     graph=False)  # the per-layer make_fx check: test_corpus
     assert stub
-    failed = [c for c in checks if not c.passed]
-    assert not failed, failed  # nothing skipped either: every check ran on these models
     by = {(c.name, c.site): c for c in checks}
+    inductor = by[("compile inductor", None)]
+    # Inductor: eager mode only, where a C++ compiler exists (issue 30); else skipped, said why
+    assert inductor.passed or (inductor.skipped and (mode != "eager" or "C++" in inductor.detail)
+                               or "even with the switch off" in inductor.detail), inductor
+    failed = [c for c in checks if not c.passed and c is not inductor]
+    assert not failed, failed  # nothing skipped either: every check ran on these models
     for name in ("compile eager", "compile aot_eager", "recompiles"):
         assert (name, None) in by
-    assert ("side stream joined", None) in by if mode != "ge_graph" else \
-        ("side stream joined", None) not in by
-    # ge_graph: torch_npu's own op (torchair converts it to a Cmo node with a control edge);
-    # eager / npugraph_ex: the helper's side-stream op, joined
-    op = "npu::npu_prefetch" if mode == "ge_graph" else "cannbot_prefetch::prefetch"
+    # the call form (issue 30): npugraph_ex joins a side stream; eager and ge_graph call
+    # torch_npu's own op directly (torchair converts it to a Cmo node with a control edge)
+    side = mode == "npugraph_ex"
+    assert (("side stream joined", None) in by) == side
+    op = "cannbot_prefetch::prefetch" if side else "npu::npu_prefetch"
     for s in p.sites:
         detail = by[("captured prefetch", s.id)].detail
         for backend in ("eager", "aot_eager"):

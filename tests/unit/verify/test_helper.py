@@ -13,9 +13,9 @@ from cannbot_prefetch.verify.stub import stub_torch_npu
 torch = pytest.importorskip("torch")
 
 
-def _helper(mode="eager"):
+def _helper(mode="eager", call=None):
     mod = types.ModuleType("_cbp_test_helper")
-    exec(compile(helper_source(mode, "custom_params.enable_prefetch"), "helper", "exec"), mod.__dict__)
+    exec(compile(helper_source(mode, "custom_params.enable_prefetch", call=call), "helper", "exec"), mod.__dict__)
     mod._STATE.side_streams.clear()  # the process-wide state: start each test from none
     mod._STATE.pending.clear()
     return mod
@@ -29,9 +29,13 @@ def test_off_does_not_import_torch_npu():
     assert "torch_npu" not in sys.modules
 
 
-@pytest.mark.parametrize("mode", ["eager", "npugraph_ex", "ge_graph"])
-def test_on_calls_without_offset_and_side_stream(mode):
-    h = _helper(mode)
+@pytest.mark.parametrize("mode, call, stream", [
+    ("eager", None, "current"), ("eager", "side_stream", "side"), ("npugraph_ex", None, "side"),
+    ("npugraph_ex", "direct", "current"), ("ge_graph", None, "current")])
+def test_on_calls_without_offset_and_side_stream(mode, call, stream):
+    """The call form (issue 30): eager and ge_graph call npu_prefetch directly on the current
+    stream by default (cann-recipes-infer's prefetch principles), npugraph_ex on a side stream."""
+    h = _helper(mode, call)
     w, d = torch.zeros(4, 4), torch.zeros(1, 4)
     with stub_torch_npu() as rec:
         h.npu_prefetch(True, w, d, 16)
@@ -39,7 +43,7 @@ def test_on_calls_without_offset_and_side_stream(mode):
         h.join(True)
     assert [c.nargs for c in rec.calls] == [3, 4]
     assert rec.calls[0].weight is w and rec.calls[0].dependency is d
-    assert rec.calls[0].stream == ("current" if mode == "ge_graph" else "side")
+    assert rec.calls[0].stream == stream
     assert "torch_npu" not in sys.modules and not hasattr(torch, "npu")
 
 
