@@ -80,7 +80,8 @@ def main() -> None:
                          "--json"), cand)], args.repeats)
     print(line(base))
     print(line(cand))
-    print(f"ratio analyze / csv = {cand.median_s / base.median_s:.2f} (target <= 0.40); "
+    print(f"ratio analyze / csv = {cand.median_s / base.median_s:.2f} (guard <= 0.40; in CPU "
+          f"seconds {cand.median_cpu / base.median_cpu:.2f}); "
           f"analyze peak {cand.peak:.0f} MB (target < 2048 MB); {load_note()}")
     if not args.keep:
         shutil.rmtree(root)

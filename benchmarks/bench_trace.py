@@ -75,22 +75,25 @@ def main() -> None:
         size_mb = trace.stat().st_size / 1e6
         print(line(base))
         print(line(cand))
-        rows.append((n, size_mb, base.median_s, cand.median_s, cand.peak, cand.private))
+        rows.append((n, size_mb, base.median_s, cand.median_s, cand.peak, cand.private,
+                     base.median_cpu, cand.median_cpu))
     print(f"\n{'steps':>6} {'trace MB':>9} {'json.load s':>12} {'analyze s':>10} {'ratio':>6} "
           f"{'peak/trace':>10} {'private/trace':>13} {'analyze ms/step':>16}")
-    for n, size, b, c, peak, private in rows:
+    for n, size, b, c, peak, private, *_ in rows:
         print(f"{n:>6} {size:>9.1f} {b:>12.2f} {c:>10.2f} {c / b:>6.2f} {peak / size:>10.2f} "
               f"{private / size:>13.2f} {1000 * c / n:>16.1f}")
     # what each added step costs both, start-up left out: the part of the ratio that scales
-    for (n1, _, b1, c1, *_), (n2, _, b2, c2, *_) in zip(rows, rows[1:]):
+    for r1, r2 in zip(rows, rows[1:]):
+        (n1, _, b1, c1, _, _, bc1, cc1), (n2, _, b2, c2, _, _, bc2, cc2) = r1, r2
         if n2 > n1 and b2 > b1:
             marginal = (c2 - c1) / (b2 - b1)
+            cpu = (cc2 - cc1) / (bc2 - bc1) if bc2 > bc1 else float("nan")
             guard = ""
             if (n1, n2) == (120, 480):
                 guard = f" (guard <= 1.2: {'holds' if marginal <= 1.2 else 'FAILS'})"
             print(f"steps {n1} -> {n2}: analyze {1000 * (c2 - c1) / (n2 - n1):.1f} ms per added "
                   f"step, json.load {1000 * (b2 - b1) / (n2 - n1):.1f}: marginal ratio "
-                  f"{marginal:.2f}{guard}")
+                  f"{marginal:.2f}{guard}; in CPU seconds {cpu:.2f}")
     print(f"also: ratio <= 2 and memory <= 3 x trace at 120 steps (peak: analyze's own "
           f"VmHWM, with the shared libraries' resident pages; private: without them; see "
           f"_measure.py); linear: "

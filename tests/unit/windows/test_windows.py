@@ -149,3 +149,16 @@ def test_window_class_without_bytes_is_long_not_large():
     assert "0.0 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
     cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 64 << 20, 500.0)
     assert why.startswith("large data movement (64.0 MiB moved, 500.0 µs")
+
+
+def test_a_window_covered_by_compute_on_another_stream_is_too_short_not_communication(table):
+    """Issue 34 part 4 (the communication check of rule 3c survived the mutation run): a
+    memory-heavy op on another stream (a 10 µs TransData over 8192x8192 bf16, stream 7)
+    covering the whole 6 µs window leaves it too short; only communication there is
+    `communication_in_window`."""
+    ops = [ADD, dict(type="RmsNorm", dur=6.0), dict(type="MatMulV2", dur=15.0, sig=0),
+           dict(type="TransData", dur=10.0, stream="7", start=0.0, shapes="8192,8192",
+                dtypes="BF16")]
+    res = find_windows(table(ops), [GATE], lookback=1, min_window_us=2.0)
+    assert not res.candidates
+    assert [x.reason_code for x in res.rejections] == [reasons.WINDOW_TOO_SHORT]
