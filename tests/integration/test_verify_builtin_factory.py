@@ -138,3 +138,55 @@ def test_tiny_config_is_consistent():
         assert "torch_dtype" not in tiny
     moe = tiny_config(json.loads((REPO / "examples" / "qwen3-moe" / "config.json").read_text()))
     assert moe["num_experts"] == 4 and moe["num_experts_per_tok"] == 2
+
+
+def _lm_head_plan(tmp_path):
+    """Issue 30 part 1: the LM head's site after `self.model(...)` (window: the final norm),
+    with the MLP's gate_proj, planned and applied on the REAL modeling_llama.py."""
+    config = REPO / "examples" / "llama3.2-1b-en" / "config.json"
+    model = _copy("llama", tmp_path / "src")
+    res = runner.invoke(app, ["prefetch", "analyze", "--target", "LlamaForCausalLM.lm_head",
+                              "--window", "LlamaModel.norm", "--target", "LlamaMLP.gate_proj",
+                              "--window", "self.post_attention_layernorm", "--model-src", str(model),
+                              "--model-config", str(config), "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    plan = tmp_path / "out" / "prefetch_plan.yaml"
+    res = runner.invoke(app, ["prefetch", "apply", str(plan), "--write", "--yes", "--root",
+                              str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    return config, model, plan
+
+
+def test_lm_head_after_the_model_call_fires_with_a_tensor(tmp_path):
+    config, model, plan = _lm_head_plan(tmp_path)
+    text = model.read_text()
+    assert "self.lm_head.weight, outputs.last_hidden_state," in text
+    res = runner.invoke(app, ["prefetch", "verify", str(plan), "--model-config", str(config),
+                              "--json"])
+    doc = json.loads(res.stdout)
+    fires = {c["site"]: c for c in doc["checks"] if c["name"] == "fires"}
+    # every planned site fired, the LM head's included (one model, one call; two layers)
+    assert set(fires) == {"llamaforcausallm-lm_head", "llamamlp-gate_proj"}, doc["checks"]
+    assert all(c["passed"] for c in fires.values()), fires
+    assert "fired 1/1" in fires["llamaforcausallm-lm_head"]["detail"]
+    assert "fired 2/2" in fires["llamamlp-gate_proj"]["detail"]
+    assert res.exit_code == 0, res.output
+
+
+def test_a_site_that_raises_is_a_failed_check_naming_it(tmp_path):
+    """The rewritten line edited to depend on the model output object itself (what analyze
+    planned before the fix): verify exits 1 with a failed check naming the site, no error."""
+    config, model, plan = _lm_head_plan(tmp_path)
+    text = model.read_text()
+    bad = text.replace("self.lm_head.weight, outputs.last_hidden_state,",
+                       "self.lm_head.weight, outputs,")
+    assert bad != text
+    model.write_text(bad)
+    res = runner.invoke(app, ["prefetch", "verify", str(plan), "--model-config", str(config),
+                              "--json"])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert "error" not in doc and doc["passed"] is False
+    (run,) = [c for c in doc["checks"] if c["name"] == "switch on: runs"]
+    assert run["site"] == "llamaforcausallm-lm_head" and not run["passed"]
+    assert "BaseModelOutputWithPast" in run["detail"]

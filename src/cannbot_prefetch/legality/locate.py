@@ -8,6 +8,7 @@ import libcst as cst
 
 from ..plan import grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, names_and_calls, parse_view
+from .kinds import not_a_tensor, tensor_field
 from .lookup import (base_with, enclosing_block_stmt, find_anchors, find_class, has_attr,
                      is_conditional)
 from .placement import MISSING, UNSAFE, Location, Placement, Problem, TargetRef
@@ -136,7 +137,15 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
     if guard is not None and "." not in guard:
         guard = None
 
-    # a tuple is not a tensor: npu_prefetch takes one (`attn_ret` later unpacked)
+    # a tuple is not a tensor: npu_prefetch takes one (`attn_ret` later unpacked), nor is a
+    # model output object (kinds.py); a field of one (`outputs.last_hidden_state`) may be
+    if "." not in dependency:
+        why = not_a_tensor(view, icls, method, point, dependency)
+        if why:
+            alt = tensor_field(method, def_idx + 1, dependency) if def_idx >= 0 else None
+            return Problem(UNSAFE, f"dependency '{dependency}' is not a tensor in {where}: {why}; "
+                                   f"npu_prefetch needs one tensor"
+                                   + (f" (the method reads '{alt}' from it)" if alt else ""))
     for n in dep_names:
         unpack = next((st for st in stmts[max(def_idx, 0):] if _unpacks(st, n)), None)
         if unpack is not None and "." not in dependency:

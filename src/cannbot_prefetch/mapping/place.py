@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from ..legality import Placement
+from ..legality.kinds import not_a_tensor, tensor_field
 from ..plan import Insert, Join
 from .after_step import after_chain, after_unpack
 from .source import Event, LinearAttr, ModelSource
@@ -84,6 +85,26 @@ def _under(events: list[Event], prefix) -> list[int]:
     return [i for i, e in enumerate(events) if e.path[:n] == prefix]
 
 
+def _tensors(ms: ModelSource, cls: str, method: str, idx: int, outs: list[str]) -> list[str]:
+    """The names a statement assigns as dependencies: a model output object among them
+    (`outputs = self.model(...)`, legality/kinds.py) is replaced by the field the method reads
+    from it next (`outputs.last_hidden_state`), or dropped when it reads none."""
+    m = ms.method(cls, method)
+    owner = ms.method_owner(cls, method)
+    if m is None or owner not in ms.classes:
+        return outs
+    file, info = ms.classes[owner]
+    got: list[str] = []
+    for n in outs:
+        if not_a_tensor(ms.files[file], info, m, idx + 1, n) is None:
+            got.append(n)
+        else:
+            alt = tensor_field(m, idx + 1, n)
+            if alt is not None:
+                got.append(alt)
+    return got
+
+
 def _editable(ms: ModelSource, cls: str) -> bool:
     return cls in ms.classes and ms.file_of(cls) in ms.primary
 
@@ -128,10 +149,14 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
         if dep is None:
             return f"no local value feeds {th.call} in {th.cls}.{th.method}"
         inside = [i for i in _under(events, t.path[:d]) if len(events[i].path) > d
-                  and events[i].path[d] == th]
-        # a 3a start (a MatMul's output) in this statement always lies after the insertion
+                  and (events[i].path[d].cls, events[i].path[d].method,
+                       events[i].path[d].stmt) == (th.cls, th.method, th.stmt)]
+        # the call goes before the whole statement: every call of it that runs before the
+        # target is in the window (issue 30: `down_proj(act_fn(gate_proj(x)) * up_proj(x))`
+        # also overlaps gate_proj and up_proj, whatever op the profile shows first); a 3a start
+        # (a MatMul's output) in this statement always lies after the insertion
         heavy_before = start == "output" or any(events[i].kind == "linear" for i in inside
-                                                 if i < w_idx)
+                                                 if i < t_idx)
         return [Placement(Insert(th.cls, th.method, th.call, "before"), dep, wexpr, join, file,
                           "earlier" if heavy_before else "exact",
                           f"{th.call} and the window op share one statement: the prefetch goes "
@@ -150,9 +175,9 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
             if dep is not None:
                 return [Placement(Insert(th.cls, th.method, wh.call, "before"), dep, wexpr, join,
                                   file, "exact", callers=callers, anchor_line=wh.line, stmt=wh.stmt)]
-        outs = outputs_of(wstmt, w.attr)
+        outs = _tensors(ms, wh.cls, wh.method, wh.stmt, outputs_of(wstmt, w.attr))
         if not outs:
-            return f"{wh.call} in {th.cls}.{th.method} assigns no value to depend on"
+            return f"{wh.call} in {th.cls}.{th.method} assigns no tensor to depend on"
         return [Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
                           "later", f"the window op runs inside {wh.call} after heavy MatMuls; "
                                    f"the nearest legal start is its output '{out}'",
@@ -160,9 +185,9 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
     # ops that run inside the same call after the MatMul are window time the insertion loses
     lost = w_deeper and any(events[i].kind in ("linear", "norm", "act", "module")
                             for i in inner if i > w_idx)
-    outs = outputs_of(wstmt, w.attr)
+    outs = _tensors(ms, wh.cls, wh.method, wh.stmt, outputs_of(wstmt, w.attr))
     if not outs:
-        return f"{wh.call} in {th.cls}.{th.method} assigns no value to depend on"
+        return f"{wh.call} in {th.cls}.{th.method} assigns no tensor to depend on"
     note = (f"{wh.call} runs more ops after the window's MatMul; the nearest legal start is its "
             f"output '{{}}'" if lost else "")
     got = [Placement(Insert(th.cls, th.method, wh.call, "after"), out, wexpr, join, file,
@@ -215,7 +240,7 @@ def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, s
         w_deeper = len(w.path) > k + 1
         wstmt = stmt_at(ms, wh.cls, wh.method, wh.stmt)
         heavy_after = w_deeper and any(events[i].kind == "linear" for i in inner if i > w_idx)
-        outs = outputs_of(wstmt, w.attr)
+        outs = _tensors(ms, wh.cls, wh.method, wh.stmt, outputs_of(wstmt, w.attr))
         if not outs or (start == "input" and heavy_after):
             continue
         wexpr = weight_expr(t.path, k, lin)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..windows import default_rules
 from .source import Event, ModelSource
 from .stack import model_places
 
@@ -83,7 +84,8 @@ def _invocation(events: list[Event], t_idx: int, cls: str, method: str) -> tuple
 
 
 def _kernel_calls(events: list[Event], idx: list[int]) -> list[str]:
-    """'linear' or 'op' per call that launches a kernel (containers and views left out)."""
+    """'linear', 'norm' or 'op' per call that launches a kernel (containers and views left
+    out)."""
     out = []
     for i in idx:
         e = events[i]
@@ -91,7 +93,8 @@ def _kernel_calls(events: list[Event], idx: list[int]) -> list[str]:
             continue
         if e.kind == "func" and e.attr.split(".")[-1] in _VIEWS:
             continue
-        out.append("linear" if e.kind == "linear" else "op")
+        norm = e.kind == "norm" or "norm" in (e.attr or e.leaf.call).lower()
+        out.append("linear" if e.kind == "linear" else "norm" if norm else "op")
     return out
 
 
@@ -117,8 +120,14 @@ def _by_calls(events: list[Event], cand, t_idx: int, pl) -> int | None:
         k = next((i for i in range(k + 1, len(lead)) if lead[i].matmul), None)
         if k is None:
             return None
-    extra = calls.index("linear") if n_lin else len(calls)
-    for _ in range(extra):
-        if k + 1 < len(lead) and not lead[k + 1].matmul:
-            k += 1
+    # the calls before the first linear (nearest the target first) each stand for the next
+    # non-MatMul op back; a norm kernel only for a norm call (a call that slices or views,
+    # `slice_logits_to_keep`, launches none: windows `norms`)
+    rules = default_rules()
+    for c in reversed(calls[:calls.index("linear")] if n_lin else calls):
+        if k + 1 >= len(lead) or lead[k + 1].matmul:
+            break
+        if rules.is_norm(lead[k + 1].op.type) and c != "norm":
+            continue
+        k += 1
     return k

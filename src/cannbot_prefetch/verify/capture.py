@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..plan import Plan
-from .checks import Check, Expected, call_with, outputs_equal
+from .checks import Check, Expected, call_with, failing_site, outputs_equal
 from .graph import is_join, is_prefetch, op_name, order_problem
 
 BACKENDS = ("eager", "aot_eager")
@@ -248,8 +248,10 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
                                                              f"with the switch off ({err_off})",
                                              skipped=True))
             else:
+                sid = failing_site(exc, plan)
+                at = f" at site {sid}" if sid else ""
                 checks.append(_compile_check(backend, False, f"compiles with the switch off, "
-                                                             f"fails with it on: "
+                                                             f"fails with it on{at}: "
                                                              f"{_first_line(exc)}"))
     checks += _site_checks(captured, plan, exp)
     if mode in ("eager", "npugraph_ex"):

@@ -43,6 +43,31 @@ class Check:
                 "skipped": self.skipped, "detail": self.detail}
 
 
+def failing_site(exc: BaseException, plan: Plan) -> str | None:
+    """The plan's site whose inserted line raised `exc`: the innermost frame of its traceback on
+    a line the tool wrote for one of the plan's sites (`# cannbot-prefetch: <site id>`)."""
+    import linecache
+    import traceback
+
+    from ..rewrite.markers import MARKER
+
+    ids = {s.id for s in plan.sites}
+    for fr in reversed(traceback.extract_tb(exc.__traceback__)):
+        line = linecache.getline(fr.filename, fr.lineno or 0).rstrip()
+        if MARKER in line and line.rsplit(MARKER, 1)[1] in ids:
+            return line.rsplit(MARKER, 1)[1]
+    return None
+
+
+def failed_run(exc: BaseException, plan: Plan) -> Check:
+    """The switch-on run raised: a failed check naming the site whose line raised (not an
+    internal error of the tool; the other checks need that run and are not made)."""
+    sid = failing_site(exc, plan)
+    first = (str(exc).splitlines() or [""])[0][:300]
+    where = f"site {sid}'s prefetch raised" if sid else "the model raised (on no prefetch line)"
+    return Check("switch on: runs", False, f"{where}: {type(exc).__name__}: {first}", sid)
+
+
 @dataclass
 class Expected:
     """Planned weight tensors: id(tensor) -> (site id, owner module name)."""

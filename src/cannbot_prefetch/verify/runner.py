@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..plan import Plan, load_plan
 from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
-from .checks import (Check, call_with, capture_inputs, check_calls, expected_weights, graph_order,
+from .checks import (Check, call_with, failed_run, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
 
 NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
@@ -148,6 +148,9 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
         set_switch(model, name, True)
         try:
             on = call_with(model, inputs)
+        except Exception as exc:  # noqa: BLE001 - a site that fails at run time is the finding
+            checks.append(failed_run(exc, plan))
+            return checks, stub
         finally:
             set_switch(model, name, False)
         same, detail = outputs_equal(off, on)

@@ -34,6 +34,10 @@ class WindowRules:
     large_op_bytes: int
     large_op_us: float
     verdict: tuple[tuple[str, float], ...] = ()   # policy `verdict` thresholds
+    norms: tuple[re.Pattern[str], ...] = ()       # norm kernels (launched by norm calls only)
+
+    def is_norm(self, op_type: str | None) -> bool:
+        return _any(self.norms, op_type or "")
 
     def classify(self, op_type: str | None, name: str | None, core: str | None, nbytes: int,
                  dur_us: float, is_matmul: bool | None = None, memory_bound: bool | None = None,
@@ -144,7 +148,8 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         communication=rx("communication"), matmul=rx("matmul"), movers=rx("movers"),
         light=rx("light"), large_op_bytes=int(w.get("large_op_bytes", 8 * 2**20)),
         large_op_us=float(w.get("large_op_us", 20.0)),
-        verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())))
+        verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())),
+        norms=rx("norms"))
 
 
 @lru_cache(maxsize=1)

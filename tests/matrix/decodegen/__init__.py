@@ -62,11 +62,15 @@ class Spec:
     steps: int = 3
     seed: int = 0
     model_src: str | None = field(default=None, compare=False)
+    order: str = "hf"        # hf (Python's evaluation order) | graph (ops.py)
+    stacks: bool = True      # False: no trace_view.json, so no call stacks (issue 30)
 
     @property
     def label(self) -> str:
         return (f"GENERATED {self.model} decode batch {self.batch} context {self.context} "
-                f"tp {self.tp} on {self.hardware}, {self.steps} steps, seed {self.seed}")
+                f"tp {self.tp} on {self.hardware}, {self.steps} steps, seed {self.seed}"
+                + (f", {self.order} order" if self.order != "hf" else "")
+                + ("" if self.stacks else ", no call stacks"))
 
     @property
     def model_type(self) -> str:
@@ -108,14 +112,15 @@ def generate(spec: Spec, out_dir: str | Path) -> Generated:
     out = Path(out_dir)
     cfg = C.config(spec.model)
     hw = P.part(spec.hardware)
-    ops = tuple(step_ops(cfg, hw, batch=spec.batch, context=spec.context, tp=spec.tp))
+    ops = tuple(step_ops(cfg, hw, batch=spec.batch, context=spec.context, tp=spec.tp,
+                         order=spec.order))
     src = Path(spec.model_src) if spec.model_src else installed_source(cfg["model_type"])
     lines = Lines(src)
     kernels = tuple(timeline(ops, spec.steps, spec.seed))
     mt = model_of(cfg).model_type
     model_file = f"/usr/local/lib/python3.10/site-packages/transformers/models/{mt}/modeling_{mt}.py"
     config_path = C.write_config(spec.model, out / "config.json")
-    root = write_folder(out, kernels, hw, lines, model_file, spec.label, spec.steps)
+    root = write_folder(out, kernels, hw, lines, model_file, spec.label, spec.steps, spec.stacks)
     return Generated(spec, root, config_path, src, ops, kernels, lines)
 
 

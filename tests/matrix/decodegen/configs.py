@@ -51,10 +51,26 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         "router_aux_loss_coef": 0.001, "sliding_window": None, "tie_word_embeddings": False,
         "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False,
         "vocab_size": 151936}),
+    # issue 30: models the matrix does not hold (decoder files other than modeling_llama.py)
+    "mistral-7b": ("https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json", {
+        "architectures": ["MistralForCausalLM"], "model_type": "mistral", "bos_token_id": 1,
+        "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+        "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+        "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 32000}),
+    "qwen2.5-7b": ("https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json", {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "attention_dropout": 0.0,
+        "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584,
+        "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 131072,
+        "max_window_layers": 28, "num_attention_heads": 28, "num_hidden_layers": 28,
+        "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+        "sliding_window": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "use_cache": True, "use_sliding_window": False, "vocab_size": 152064}),
 }
 
 # The transformers module whose source each model_type runs (the file the tests copy and plan on).
-SOURCES = {"llama": "llama", "qwen3_moe": "qwen3_moe"}
+SOURCES = {"llama": "llama", "qwen3_moe": "qwen3_moe", "mistral": "mistral", "qwen2": "qwen2"}
 
 
 def config(name: str) -> dict[str, Any]:

@@ -31,7 +31,9 @@ Choices, stated once:
 - Decode attention reads the KV cache of `context` positions for each of the B sequences
   (BNSD, bf16): the long-context profiles make it memory-bound by its counters.
 - Execution order is Python's evaluation order of the HF source (`down_proj(act_fn(gate_proj(x))
-  * up_proj(x))` runs gate, Silu, up, Mul, down).
+  * up_proj(x))` runs gate, Silu, up, Mul, down): order "hf". Order "graph" (issue 30) is what a
+  graph compiler may make of the same statement, the two independent MatMuls first: gate, up,
+  Silu, Mul, down (the kernels and their call stacks are the same; only their order differs).
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class Model:
     moe_intermediate: int = 0
 
 
-PREFIX = {"llama": "Llama", "qwen3_moe": "Qwen3Moe"}
+PREFIX = {"llama": "Llama", "qwen3_moe": "Qwen3Moe", "mistral": "Mistral", "qwen2": "Qwen2"}
 
 
 def model_of(cfg: Mapping[str, Any]) -> Model:
@@ -168,7 +170,10 @@ def experts_hit(experts: int, top_k: int, tokens: int) -> int:
 
 
 class _Builder:
-    def __init__(self, m: Model, hw: P.Part, batch: int, context: int, tp: int):
+    def __init__(self, m: Model, hw: P.Part, batch: int, context: int, tp: int, order: str = "hf"):
+        if order not in ("hf", "graph"):
+            raise ValueError(f"order {order!r}: hf or graph")
+        self.order = order
         for what, n in (("num_attention_heads", m.heads), ("num_key_value_heads", m.kv_heads),
                         ("intermediate_size", m.intermediate), ("vocab_size", m.vocab)):
             if n % tp:
@@ -322,6 +327,8 @@ class _Builder:
                self.vector("Silu", f"{M}.act_fn", i, (g,), (g,), act, "aten::silu", 4.0, inner="act"),
                self.linear(f"{M}.up_proj", i, h, inter, self.chain((M, ("self.up_proj(",), 1))),
                self.vector("Mul", f"{M}.act_mul", i, (g, g), (g,), act, "aten::mul", 1.0)]
+        if self.order == "graph":
+            ops = [ops[0], ops[2], ops[1], ops[3]]
         down_frames = self.chain((M, ("self.down_proj(",), 1))
         ops.append(self.linear(f"{M}.down_proj", i, inter, h, down_frames))
         if self.tp > 1:
@@ -370,8 +377,9 @@ class _Builder:
                   "npu::npu_grouped_matmul", "aclnnGroupedMatmulV5", pipes, weight=w, input_dtypes=dtypes)
 
 
-def step_ops(cfg: Mapping[str, Any], hw: P.Part, *, batch: int, context: int, tp: int = 1) -> list[Op]:
+def step_ops(cfg: Mapping[str, Any], hw: P.Part, *, batch: int, context: int, tp: int = 1,
+             order: str = "hf") -> list[Op]:
     """The device ops of one decode step of rank 0, in execution order."""
     if batch < 1 or context < 1 or tp < 1:
         raise ValueError("batch, context and tp must be >= 1")
-    return _Builder(model_of(cfg), hw, batch, context, tp).step()
+    return _Builder(model_of(cfg), hw, batch, context, tp, order).step()

@@ -47,8 +47,9 @@ EXPECTED = {
                               "query_states", "self.o_proj.weight"),
     "LlamaMLP.down_proj": ("LlamaMLP", "self.down_proj", "before", "x", "self.down_proj.weight"),
     "LlamaMLP.up_proj": ("LlamaMLP", "self.up_proj", "before", "x", "self.up_proj.weight"),
-    "LlamaForCausalLM.lm_head": ("LlamaForCausalLM", "self.model", "after", "outputs",
-                                 "self.lm_head.weight"),
+    # `outputs` is a BaseModelOutputWithPast, not a tensor (issue 30): its hidden state
+    "LlamaForCausalLM.lm_head": ("LlamaForCausalLM", "self.model", "after",
+                                 "outputs.last_hidden_state", "self.lm_head.weight"),
 }
 
 
