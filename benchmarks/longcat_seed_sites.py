@@ -51,6 +51,15 @@ SEED = [
      "down_proj", "LongcatFlashMLP.down_proj", "DecoderLayer L1476, next_layer, dep down_proj"),
     ("kv_a_proj (next layer) <- down_proj output", "LongcatFlashAttention.kv_a_proj_with_mqa",
      "down_proj", "LongcatFlashMLP.down_proj", "DecoderLayer L1478, next_layer, dep down_proj"),
+    # the seed's "实际取值参考" rows L1259-1261: the second attention's weights at the first
+    # dense MLP's output `dsq`, in the same layer
+    ("self_attn[1].q_a_proj <- dense MLP output", "LongcatFlashDecoderLayer.self_attn[1].q_a_proj",
+     "dsq", "dsq", "DecoderLayer L1431, dep dsq"),
+    ("self_attn[1].q_b_proj <- dense MLP output", "LongcatFlashDecoderLayer.self_attn[1].q_b_proj",
+     "dsq", "dsq", "DecoderLayer L1432, dep dsq"),
+    ("self_attn[1].kv_a_proj <- dense MLP output",
+     "LongcatFlashDecoderLayer.self_attn[1].kv_a_proj_with_mqa", "dsq", "dsq",
+     "DecoderLayer L1433, dep dsq"),
     ("experts.w2_weight <- router_logits", "LongcatFlashFFN.experts.w2_weight",
      "router_logits", "LongcatFlashTopkRouter.classifier", "ffn.py L178, dep router_logits"),
     ("router.classifier (next layer) <- gmm2_out", "LongcatFlashFFN.router.classifier",

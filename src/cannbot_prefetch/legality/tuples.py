@@ -58,35 +58,53 @@ def _self_attr_class(module: ast.Module, cls: ast.ClassDef, attr: str) -> ast.Cl
     return classes[names.pop()] if len(names) == 1 else None
 
 
-def callee(module: ast.Module, cls: ast.ClassDef, call: ast.expr):
-    """(class, method) a call runs, when this file shows it: `self.m(...)` (cls's own method),
-    `self.x(...)` (forward of the class self.x is built from), `self.x[0].m(...)` (the one
-    method of that name in the file)."""
+def callee(module: ast.Module, cls: ast.ClassDef, call: ast.expr) -> list:
+    """The (class, method)s a call may run, when this file shows them (empty: not shown):
+    `self.m(...)` (cls's own method), `self.m(...)` bound in `__init__` (`self.mlp_forward =
+    self.forward_w8a8int8` or `self.forward_normal`: each), `self.x(...)` / `self.x[1](...)`
+    (forward of the class self.x is built from), `self.x[0].m(...)` (the one method of that name
+    in the file)."""
     if not isinstance(call, ast.Call):
-        return None
+        return []
     f = call.func
     if isinstance(f, ast.Subscript):              # self.mlps[1](...): a module list's element
         f = f.value
         if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self"):
-            return None
-        sub = _self_attr_class(module, cls, f.attr)
-        fwd = [m for m in sub.body if isinstance(m, ast.FunctionDef) and m.name == "forward"] if sub else []
-        return (sub, fwd[0]) if fwd else None
+            return []
+        return _forward_of(_self_attr_class(module, cls, f.attr))
     if not isinstance(f, ast.Attribute):
-        return None
+        return []
     if isinstance(f.value, ast.Name) and f.value.id == "self":
         own = [m for m in cls.body if isinstance(m, ast.FunctionDef) and m.name == f.attr]
         if own:
-            return cls, own[0]
-        sub = _self_attr_class(module, cls, f.attr)
-        if sub is not None:
-            fwd = [m for m in sub.body if isinstance(m, ast.FunctionDef) and m.name == "forward"]
-            return (sub, fwd[0]) if fwd else None
-        return None
+            return [(cls, own[0])]
+        bound = _bound(cls, f.attr)
+        if bound:
+            return bound
+        return _forward_of(_self_attr_class(module, cls, f.attr))
     if f.attr == "forward":
-        return None
+        return []
     hits = [(c, m) for c, m in _methods(module) if m.name == f.attr]
-    return hits[0] if len(hits) == 1 else None
+    return hits if len(hits) == 1 else []
+
+
+def _forward_of(sub: ast.ClassDef | None) -> list:
+    fwd = [m for m in sub.body if isinstance(m, ast.FunctionDef) and m.name == "forward"] if sub else []
+    return [(sub, fwd[0])] if fwd else []
+
+
+def _bound(cls: ast.ClassDef, attr: str) -> list:
+    """Methods `self.<attr> = self.<method>` binds anywhere in cls (every one it may hold)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+    out = []
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "self" and \
+                node.value.attr in methods and any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self" and t.attr == attr for t in node.targets):
+            out.append((cls, methods[node.value.attr]))
+    return out
 
 
 def _names(node: ast.AST | None) -> set[str]:
@@ -149,11 +167,8 @@ def siblings(module: ast.Module, cls: ast.ClassDef, fn: ast.FunctionDef, node: a
         return set()
     src = names.index(name)
     got = callee(module, cls, _source_call(fn, node))
-    if got is None:
-        return set()
-    ccls, cfn = got
-    return {n for pos, n in enumerate(names) if n and pos != src
-            and derives(module, ccls, cfn, src, pos, depth + 1)}
+    return {n for pos, n in enumerate(names) if n and pos != src and got
+            and all(derives(module, c, f, src, pos, depth + 1) for c, f in got)}
 
 
 def derives(module: ast.Module, cls: ast.ClassDef, fn: ast.FunctionDef, src: int, dst: int,
@@ -218,8 +233,8 @@ class _Walk:
             self.checked = True
         elif isinstance(value, ast.Call):
             inner = callee(self.module, self.cls, value)
-            if inner is None or not derives(self.module, *inner, self.src, self.dst,
-                                            self.depth + 1):
+            if not inner or not all(derives(self.module, c, f, self.src, self.dst, self.depth + 1)
+                                    for c, f in inner):
                 self.ok = False
             self.checked = True
 

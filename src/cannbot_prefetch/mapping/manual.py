@@ -66,7 +66,7 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
             lin = next((x for x in sub_linears(ms, owner, p) if x.attr == ".".join(parts[k:])), None)
         if lin is not None:
             return cls, lin
-        child, _, _ = find_child(ms, owner, p)
+        child, _, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
         if child is None:
             raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
                               f"its base classes)", path=ms.file_of(owner))
@@ -99,6 +99,12 @@ def parse_target(text: str, ms: ModelSource, roots: list[str],
         own = [i for i in hits if any(h.cls == cls or (k + 1 < len(events[i].path) and
                                                        events[i].path[k + 1].cls == cls)
                                       for k, h in enumerate(events[i].path))]
+        # CLASS.mlps[1].attr: only the calls through that element (`self.mlps[1](...)`)
+        indexed = ["self." + p for p in text.split(".")[1:-1] if "[" in p]
+        if indexed:
+            own = [i for i in own if all(any(h.access == a for h in events[i].path)
+                                         for a in indexed)]
+            hits = [i for i in hits if i in own]
         if own:
             return ManualTarget(lin.cls, lin.attr, lin, own[0], tuple(events), text)
         if hits and fallback is None:
@@ -189,6 +195,19 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
         if not isinstance(got, str):
             return got
         refused = refused or got          # an outer level may hold it legally
+        # right after the statement that computes it (the experts' place: `dsq` after the first
+        # MLP, before the next norm, which would consume it before a prefetch at the target)
+        at = max((j for j in range(h.stmt) if head in m.stmts[j].defs), default=None)
+        anchor = next((call_name(c) for c in m.stmts[at].calls
+                       if call_name(c).startswith("self.")), None) if at is not None else None
+        if anchor is not None:
+            got = check(Placement(Insert(h.cls, h.method, anchor, "after"), w, wexpr,
+                                  Join(h.cls, h.method, "end"), ms.file_of(h.cls), "manual",
+                                  f"--window {w}: right after {anchor}, which computes it, in "
+                                  f"{h.cls}.{h.method}", callers=tuple(path[:d + 1]),
+                                  anchor_line=m.stmts[at].start, stmt=at))
+            if not isinstance(got, str):
+                return got
     got = _value_after_target(ms, events, t, w, check)
     if got is not None and not isinstance(got, str):
         return got

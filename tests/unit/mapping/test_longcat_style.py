@@ -175,3 +175,23 @@ def test_seed_dependencies_named_as_values(project):
                    ("self.next_layer.router.classifier.weight", "gmm2_out", "next_layer"),
                    ("self.next_layer.experts.w13_weight", "gmm2_out", "next_layer"),
                    ("self.mlp.router.classifier.weight", "o_proj", "same")}
+
+
+def test_targets_named_by_index(project):
+    """`self_attn[1]` and `mlps[1]`: the element the user names, each its own site (the seed's
+    L1431-1435 prefetch the second attention's q_a / q_b at the first MLP's `dsq`, right after
+    that MLP; named twice without an index, one gate_up site used to be dropped)."""
+    rows = [("DecoderLayer.mlps[0].gate_up_proj", "o_proj"),
+            ("DecoderLayer.mlps[1].gate_up_proj", "post_attention_layernorm"),
+            ("DecoderLayer.self_attn[1].q_a_proj", "dsq"),
+            ("DecoderLayer.self_attn[1].q_b_proj", "dsq")]
+    doc, plan = _plan(project, [t for t, _ in rows], [w for _, w in rows])
+    assert doc["rejections"] == []
+    got = {(s.target.weight_expr, s.dependency, s.insert.anchor_call, s.insert.position)
+           for s in plan.sites}
+    assert got == {
+        ("self.mlps[0].gate_up_proj.weight", "o_proj", "self.post_attention_layernorm[0]", "before"),
+        ("self.mlps[1].gate_up_proj.weight", "hidden_states", "self.post_attention_layernorm[1]",
+         "before"),
+        ("self.self_attn[1].q_a_proj.weight", "dsq", "self.mlps[0]", "after"),
+        ("self.self_attn[1].q_b_proj.weight", "dsq", "self.mlps[0]", "after")}
