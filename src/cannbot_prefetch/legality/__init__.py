@@ -14,7 +14,8 @@ expression, join); `dependency_problem(module_code, placement, target)` says whe
 `locate(view, placement, target)` resolves it to a `Location` (lines in one file) or a `Problem`.
 
 Modules: placement (Placement, Location, Problem), lookup (classes, attributes, anchors in a
-file), reach (which calls run the target), locate (the rule).
+file, the if/elif/else a call after a branch belongs after), reach (which calls run the target),
+tuples (which elements of a returned tuple a callee computes from another), locate (the rule).
 """
 
 from .locate import dependency_problem, locate, unpacked_from

@@ -10,8 +10,9 @@ from ..plan import grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, names_and_calls, parse_view
 from .kinds import not_a_tensor, tensor_field
 from .lookup import (base_with, enclosing_block_stmt, find_anchors, find_class, has_attr,
-                     is_conditional)
+                     is_conditional, whole_chain)
 from .placement import MISSING, UNSAFE, Location, Placement, Problem, TargetRef
+from .tuples import flow_siblings
 from .reach import (bound_methods, call_arg_names, guard_path, inherited_elsewhere,
                     methods_reaching, runs_target, target_refs)
 
@@ -80,6 +81,7 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
     note = "" if method.name == ins.method else f"anchor found in helper method {where}"
     stmts = method.stmts
     k = stmts.index(stmt)
+    chain = None
     if ins.position == "after":
         if stmt.is_return:
             return Problem(UNSAFE, f"{ins.anchor_call} is called inside `return` in {where}: "
@@ -88,7 +90,10 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
         if stmt.header:
             return Problem(UNSAFE, f"{ins.anchor_call} is in the header of a compound statement in "
                                    f"{where} (line {stmt.start}); use position: before")
-        point = k + 1
+        chain = whole_chain(method, stmt, dependency.split(".")[0])
+        if chain is not None:
+            stmt, note = chain, note or f"after the whole if/elif/else at line {chain.start}"
+        point = next((i for i, s in enumerate(stmts) if s.start > stmt.end), len(stmts))
         line = stmt.end + 1
     else:
         point = k
@@ -120,6 +125,12 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
             return Problem(MISSING, f"dependency '{n}' is not defined before the insertion point in "
                                     f"{where}{extra}")
         def_idx = max(def_idx, idx)
+
+    why = _input_on_some_path(method, stmts, point, dep_names, params)
+    if why:
+        return Problem(UNSAFE, f"{why} in {where}: on that path the prefetch is ordered after "
+                               f"nothing (the window starts before the layer does); depend on a "
+                               f"value every path computes")
 
     # the target and its guard (a module on the weight's path that may be absent or None)
     refs, owner = target_refs(weight_expr)
@@ -157,6 +168,15 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
     helpers |= {a for a, targets in bound_methods(icls).items() if targets & helpers}
     helpers |= inherited_elsewhere(view, icls, refs)
     live: dict[str, str] = {n: "dep" for n in dep_names}
+    # an element of a returned tuple: the elements the callee computes from it carry it on
+    # (after a whole if/elif/else: what every branch's unpack carries)
+    for n in dep_names:
+        defs = [i for i in range(point) if n in stmts[i].defs]
+        defs = [i for i in defs if stmts[i].start > chain.start] if chain else defs[-1:]
+        sibs = [flow_siblings(view.module, icls.name, method.name, stmts[i].start, n)
+                for i in defs]
+        if sibs:
+            live.update({s: "dep" for s in set.intersection(*sibs)})
     target_seen_before = any(
         any(runs_target(c, refs, owner, helpers) for c in s.calls) for s in stmts[:point])
     for i in range(def_idx + 1, len(stmts)):
@@ -223,3 +243,22 @@ def _first_path_stmt(stmts: list[Stmt], def_idx: int, point: int, live: dict[str
         if any(live.get(d) == "before" for d in stmts[i].defs):
             return stmts[i].start
     return stmts[max(def_idx, 0)].start
+
+
+def _input_on_some_path(method: Method, stmts: list[Stmt], point: int, names: set[str],
+                        params: set[str]) -> str | None:
+    """A dependency computed on one path and set to a forward input on another
+    (`topk_ids = self.router(x)`, then `if self.force_eplb: topk_ids = cur_topk_list`, issue 30):
+    the definitions that may reach the point are the last one at the method's own level and the
+    branch ones after it."""
+    for n in names:
+        defs = [i for i in range(point) if n in stmts[i].defs]
+        level = [i for i in defs if stmts[i].indent == method.body_indent]
+        reach = [i for i in defs if not level or i >= level[-1]]
+        inputs = [i for i in reach if not stmts[i].calls and stmts[i].uses
+                  and stmts[i].uses <= params]
+        if inputs and len(inputs) < len(reach):
+            s = stmts[inputs[0]]
+            return (f"dependency '{n}' may be the forward input "
+                    f"'{', '.join(sorted(s.uses))}' (line {s.start} sets it so)")
+    return None

@@ -107,3 +107,42 @@ def enclosing_block_stmt(method: Method, holder: Stmt) -> Stmt:
         if s.start <= holder.start <= s.end and s.in_block:
             return s
     return holder
+
+
+def whole_chain(method: Method, stmt: Stmt, name: str) -> Stmt | None:
+    """The if/elif/else header whose branch holds stmt when every branch (an else included)
+    defines `name`: the branches are variants of one step (`if npugraph: h, d, _, ev = f(x, ev=1)`
+    / `elif pf: h, d, _ = f(x)` / `else: h, d, _ = g(x)`), so a call after stmt belongs after the
+    whole chain, where it runs whichever branch ran (issue 30: in the first branch it ran only on
+    the npugraph_ex route)."""
+    heads = [s for s in method.stmts if s.header and isinstance(s.node, cst.If)
+             and s.start < stmt.start <= s.end and len(s.indent) < len(stmt.indent)]
+    if not heads:
+        return None
+    head = max(heads, key=lambda s: s.start)          # the innermost
+    blocks = []
+    branch = head.node
+    while isinstance(branch, cst.If):
+        blocks.append(branch.body)
+        branch = branch.orelse
+    if not isinstance(branch, cst.Else):
+        return None
+    blocks.append(branch.body)
+    for block in blocks:
+        ids = _ids_in(block)
+        if not any(name in s.defs for s in method.stmts if id(s.node) in ids):
+            return None
+    return head
+
+
+def _ids_in(block) -> set[int]:
+    ids: set[int] = set()
+
+    class V(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node) -> None:
+            ids.add(id(node))
+
+    for st in getattr(block, "body", []):
+        ids.add(id(st))
+        st.visit(V())
+    return ids

@@ -85,7 +85,8 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
         res = check_site(view, pl, target_ref(pl, lin), mode=mode)
         if isinstance(res, Problem):
             return res.message
-        if pl.anchor_line and view is ms.files[pl.file] and res.stmt.start != pl.anchor_line:
+        if pl.anchor_line and view is ms.files[pl.file] and \
+                not res.stmt.start <= pl.anchor_line <= res.stmt.end:   # (or the if/else holding it)
             return (f"{pl.insert.anchor_call} is called more than once in {pl.insert.cls}."
                     f"{pl.insert.method}: apply anchors on its first call (line {res.stmt.start}), "
                     f"not the one at line {pl.anchor_line}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import InputError, SourceError
 from ..plan import Insert, Join
+from ..pysource import call_name
 from .flatten import flatten
 from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr
 from .refs import bases_chain, find_child, find_linear, sub_linears
@@ -65,7 +66,7 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
             lin = next((x for x in sub_linears(ms, owner, p) if x.attr == ".".join(parts[k:])), None)
         if lin is not None:
             return cls, lin
-        child, _, _ = find_child(ms, owner, p)
+        child, _, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
         if child is None:
             raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
                               f"its base classes)", path=ms.file_of(owner))
@@ -98,6 +99,12 @@ def parse_target(text: str, ms: ModelSource, roots: list[str],
         own = [i for i in hits if any(h.cls == cls or (k + 1 < len(events[i].path) and
                                                        events[i].path[k + 1].cls == cls)
                                       for k, h in enumerate(events[i].path))]
+        # CLASS.mlps[1].attr: only the calls through that element (`self.mlps[1](...)`)
+        indexed = ["self." + p for p in text.split(".")[1:-1] if "[" in p]
+        if indexed:
+            own = [i for i in own if all(any(h.access == a for h in events[i].path)
+                                         for a in indexed)]
+            hits = [i for i in hits if i in own]
         if own:
             return ManualTarget(lin.cls, lin.attr, lin, own[0], tuple(events), text)
         if hits and fallback is None:
@@ -188,10 +195,69 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
         if not isinstance(got, str):
             return got
         refused = refused or got          # an outer level may hold it legally
+        # right after the statement that computes it (the experts' place: `dsq` after the first
+        # MLP, before the next norm, which would consume it before a prefetch at the target)
+        at = max((j for j in range(h.stmt) if head in m.stmts[j].defs), default=None)
+        anchor = next((call_name(c) for c in m.stmts[at].calls
+                       if call_name(c).startswith("self.")), None) if at is not None else None
+        if anchor is not None:
+            got = check(Placement(Insert(h.cls, h.method, anchor, "after"), w, wexpr,
+                                  Join(h.cls, h.method, "end"), ms.file_of(h.cls), "manual",
+                                  f"--window {w}: right after {anchor}, which computes it, in "
+                                  f"{h.cls}.{h.method}", callers=tuple(path[:d + 1]),
+                                  anchor_line=m.stmts[at].start, stmt=at))
+            if not isinstance(got, str):
+                return got
+    got = _value_after_target(ms, events, t, w, check)
+    if got is not None and not isinstance(got, str):
+        return got
+    refused = refused or got
     if refused:
         raise Unplaceable(text, f"--window {window}: apply would refuse it: {refused}")
     raise InputError(f"--window {window}: neither a module called before {text} nor a "
                      f"value defined on its call path")
+
+
+def _value_after_target(ms: ModelSource, events: list[Event], t: ManualTarget, w: str, check):
+    """A local value the layer computes after the target (`gmm2_out` after the router and the
+    GMMs): the window of the next layer's weight, as for a module named after the target
+    (`_cross_layer`): right after the statement that computes it, inside the decoder layer,
+    depending on it; apply's reason when it refuses, None when no method of the layer has it."""
+    from .place import layer_depth
+
+    path = events[t.t_idx].path
+    ld = layer_depth(ms, path)
+    if ld is None:
+        return None
+    head = w.split(".")[0]
+    refused = None
+    for d in range(len(path) - 1, ld, -1):
+        h = path[d]
+        m = ms.method(h.cls, h.method)
+        if m is None or ms.file_of(h.cls) not in ms.primary:
+            continue
+        # the target's own statement too: `out, gmm2_out = self.moe(...)` runs GMM1 and assigns
+        # GMM2's output after it
+        later = [j for j in range(h.stmt, len(m.stmts)) if head in m.stmts[j].defs]
+        wexpr = weight_expr(path, d, t.lin)
+        if not later or wexpr is None:
+            continue
+        st = m.stmts[later[0]]
+        anchor = next((call_name(c) for c in st.calls if call_name(c).startswith("self.")), None)
+        if anchor is None:
+            continue
+        pl = Placement(Insert(h.cls, h.method, anchor, "after"), w,
+                       "self.next_layer." + wexpr[len("self."):], Join(h.cls, h.method, "end"),
+                       ms.file_of(h.cls), "manual",
+                       f"--window {w}: computed after the target in {h.cls}.{h.method}: "
+                       f"cross-layer, after {anchor} of this layer, prefetch the next layer's "
+                       f"weight", "next_layer", callers=tuple(path[:d + 1]),
+                       anchor_line=st.start, stmt=later[0])
+        got = check(pl)
+        if not isinstance(got, str):
+            return got
+        refused = refused or got
+    return refused
 
 
 def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) -> list[Event]:

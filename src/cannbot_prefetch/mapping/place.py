@@ -31,7 +31,7 @@ from ..legality.kinds import not_a_tensor, tensor_field
 from ..plan import Insert, Join
 from .after_step import after_chain, after_unpack
 from .source import Event, LinearAttr, ModelSource
-from .values import call_node, input_of, outputs_of, stmt_at
+from .values import call_node, carrier_first, input_of, outputs_of, stmt_at
 
 
 def join_candidates(pl: Placement) -> Iterator[Join]:
@@ -185,7 +185,8 @@ def place_all(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, star
     # ops that run inside the same call after the MatMul are window time the insertion loses
     lost = w_deeper and any(events[i].kind in ("linear", "norm", "act", "module")
                             for i in inner if i > w_idx)
-    outs = _tensors(ms, wh.cls, wh.method, wh.stmt, outputs_of(wstmt, w.attr))
+    outs = carrier_first(ms, w.path, d, _tensors(ms, wh.cls, wh.method, wh.stmt,
+                                                 outputs_of(wstmt, w.attr)))
     if not outs:
         return f"{wh.call} in {th.cls}.{th.method} assigns no tensor to depend on"
     note = (f"{wh.call} runs more ops after the window's MatMul; the nearest legal start is its "
@@ -240,7 +241,8 @@ def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, s
         w_deeper = len(w.path) > k + 1
         wstmt = stmt_at(ms, wh.cls, wh.method, wh.stmt)
         heavy_after = w_deeper and any(events[i].kind == "linear" for i in inner if i > w_idx)
-        outs = _tensors(ms, wh.cls, wh.method, wh.stmt, outputs_of(wstmt, w.attr))
+        outs = carrier_first(ms, w.path, k, _tensors(ms, wh.cls, wh.method, wh.stmt,
+                                                     outputs_of(wstmt, w.attr)))
         if not outs or (start == "input" and heavy_after):
             continue
         wexpr = weight_expr(t.path, k, lin)

@@ -22,7 +22,12 @@ def role_of(attr: str, lin: LinearAttr | None = None, family: str = "", dtype_by
 
 
 def dims_match(lin: LinearAttr, n: int, k: int, family: str = "") -> bool:
+    """A GroupedMatmul's weight is a bank of experts: only a 3-D weight ([E, ., .]) is one; a
+    2-D linear of the same [N, K] (a shared expert, the dense MLP it runs beside) is a MatMul
+    (issue 30: a DeepSeek-V2-Lite-like model mapped GMM1 to its shared expert)."""
     if lin.dims is None:
+        return False
+    if family == "gmm" and len(lin.dims) != 3:
         return False
     if family == "gmm" or (lin.is_param and len(lin.dims) == 3):
         return tuple(lin.dims[-2:]) in ((n, k), (k, n))

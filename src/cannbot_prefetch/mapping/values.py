@@ -86,3 +86,30 @@ def post_calls(node) -> list[cst.Call]:
 
     node.visit(V())
     return out
+
+
+def carrier_first(ms: ModelSource, path, k: int, outs: list[str]) -> list[str]:
+    """`outs` with the names that receive the window op's own output first: the call at
+    path[k] returns a tuple, and the callee (path[k + 1]) returns at some position the name its
+    statement running the window op assigns (`hidden = self.experts(...)`; `return combined,
+    hidden` -> the caller's `result, gmm2_out = ...` -> gmm2_out, GMM2's output, not the combine's
+    `result`: seed 003's dependency for the next layer's router and w13)."""
+    if k + 1 >= len(path) or len(outs) < 2:
+        return outs
+    inner = path[k + 1]
+    m = ms.method(inner.cls, inner.method)
+    caller = ms.method(path[k].cls, path[k].method)
+    if m is None or caller is None:
+        return outs
+    own = {t.value for t in assigned_targets(m.stmts[inner.stmt]) if isinstance(t, cst.Name)}
+    positions: set[int] = set()
+    for s in m.stmts:
+        if not s.is_return or not isinstance(s.node, cst.SimpleStatementLine):
+            continue
+        ret = s.node.body[0]
+        if isinstance(ret, cst.Return) and isinstance(ret.value, cst.Tuple):
+            positions |= {i for i, el in enumerate(ret.value.elements)
+                          if isinstance(el.value, cst.Name) and el.value.value in own}
+    targets = assigned_targets(caller.stmts[path[k].stmt])
+    carried = {t.value for i, t in enumerate(targets) if i in positions and isinstance(t, cst.Name)}
+    return sorted(outs, key=lambda n: n not in carried)

@@ -60,7 +60,7 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     wbytes = effective_window_bytes(cand, m)
     g = GainInputs(cand.mean_us, int(t.bytes or t.weight_bytes or 0), float(t.t_compute_us or 0.0),
                    cand.per_step, time_us, int(wbytes), cmo_gbps=opts.cmo_bw_gbps)
-    hit = experts_hit(m, t, cfg or {})
+    hit = experts_hit(m, t, cfg or {}, opts.experts_per_rank)
     if hit is not None:   # only the experts the tokens hit are read (moe.py)
         g = replace(g, useful_share=hit.share)
     sized = size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
@@ -74,16 +74,20 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     return replace(sized, notes=sized.notes + (f"MoE: {hit.text()}",), blocked=blocked)
 
 
-def experts_hit(m: Mapped, t: TargetSig, cfg: dict[str, Any]):
+def experts_hit(m: Mapped, t: TargetSig, cfg: dict[str, Any], experts_per_rank: int | None = None):
     """Expected experts hit per call of a GroupedMatmul target (None for dense targets or when
-    the config does not name the experts and top-k)."""
+    the config does not name the experts and top-k). The experts on the rank: `--experts-per-rank`,
+    else the profiled GMM's own weight (its leading dim is what the rank holds under expert
+    parallelism), else the source's Parameter (often every expert: a source sized for one rank
+    says nothing about EP; issue 30: 128 where the rank held 8 gave a 25 % share for 68 %)."""
     if m.role not in ("gmm1", "gmm2") or not t.m:
         return None
     from ..moe import from_config, measured_hit
     if t.measured_read_bytes:   # MemoryAccess counters: the bytes read are measured
         return measured_hit(t.measured_read_bytes, t.weight_bytes, t.other_input_bytes)
     dims = m.target.dims or ()
-    e_rank = dims[0] if len(dims) == 3 else (t.weight_shape[0] if len(t.weight_shape) == 3 else 0)
+    e_rank = experts_per_rank or (t.weight_shape[0] if len(t.weight_shape) == 3 else 0) or \
+        (dims[0] if len(dims) == 3 else 0)
     return from_config(cfg, int(t.m), int(e_rank))
 
 

@@ -60,13 +60,15 @@ def test_seed_sites_are_placed_where_the_seed_puts_them(project):
     by = {s.id: s for s in plan.sites}
     assert len(plan.sites) == len(SEED)
     # router and gate_up: right after the first attention's output (its tuple unpacked), before
-    # the post-attention norm; the dependency is the attention output that flows into both
+    # the post-attention norm; the dependency is the seed's, o_proj's output: the attention
+    # computes the output it returns first from it (`attn_output = o_proj * 1.0`), so it flows
+    # into both targets through the returned tuple (legality/tuples.py)
     for sid, weight in (("topkrouter-classifier", "self.mlp.router.classifier.weight"),
                         ("mlp-gate_up_proj", "self.mlps[0].gate_up_proj.weight")):
         s = by[sid]
         assert (s.insert.cls, s.insert.method, s.insert.anchor_call, s.insert.position) == \
             ("DecoderLayer", "forward", "self.post_attention_layernorm[0]", "before")
-        assert (s.target.weight_expr, s.dependency) == (weight, "hidden_states")
+        assert (s.target.weight_expr, s.dependency) == (weight, "o_proj")
     # down_proj on the MLP input x, before the method bound in __init__ that runs gate_up
     s = by["mlp-down_proj"]
     assert (s.insert.cls, s.insert.method, s.insert.anchor_call, s.dependency) == \
@@ -158,3 +160,38 @@ def test_window_once_or_once_per_target(project):
         _plan(project, ["MLP.down_proj", "MLP.gate_up_proj", "Attention.o_proj"], ["x", "x"])
     _, plan = _plan(project, ["MLP.down_proj", "MLP.gate_up_proj"], ["x"])
     assert {s.dependency for s in plan.sites} == {"x"}
+
+
+def test_seed_dependencies_named_as_values(project):
+    """The seed's dependencies as the experts write them: the values `down_proj` (an element of
+    the MLP's returned tuple) and `gmm2_out` (computed after the target in the same layer: the
+    next layer's weight, cross-layer), planned with exactly that dependency."""
+    rows = [("Attention.q_a_proj", "down_proj"), ("FFN.router.classifier", "gmm2_out"),
+            ("FFN.experts.w13_weight", "gmm2_out"), ("MoE.router.classifier", "o_proj")]
+    doc, plan = _plan(project, [t for t, _ in rows], [w for _, w in rows])
+    assert doc["rejections"] == []
+    got = {(s.target.weight_expr, s.dependency, s.target.scope) for s in plan.sites}
+    assert got == {("self.next_layer.self_attn[0].q_a_proj.weight", "down_proj", "next_layer"),
+                   ("self.next_layer.router.classifier.weight", "gmm2_out", "next_layer"),
+                   ("self.next_layer.experts.w13_weight", "gmm2_out", "next_layer"),
+                   ("self.mlp.router.classifier.weight", "o_proj", "same")}
+
+
+def test_targets_named_by_index(project):
+    """`self_attn[1]` and `mlps[1]`: the element the user names, each its own site (the seed's
+    L1431-1435 prefetch the second attention's q_a / q_b at the first MLP's `dsq`, right after
+    that MLP; named twice without an index, one gate_up site used to be dropped)."""
+    rows = [("DecoderLayer.mlps[0].gate_up_proj", "o_proj"),
+            ("DecoderLayer.mlps[1].gate_up_proj", "post_attention_layernorm"),
+            ("DecoderLayer.self_attn[1].q_a_proj", "dsq"),
+            ("DecoderLayer.self_attn[1].q_b_proj", "dsq")]
+    doc, plan = _plan(project, [t for t, _ in rows], [w for _, w in rows])
+    assert doc["rejections"] == []
+    got = {(s.target.weight_expr, s.dependency, s.insert.anchor_call, s.insert.position)
+           for s in plan.sites}
+    assert got == {
+        ("self.mlps[0].gate_up_proj.weight", "o_proj", "self.post_attention_layernorm[0]", "before"),
+        ("self.mlps[1].gate_up_proj.weight", "hidden_states", "self.post_attention_layernorm[1]",
+         "before"),
+        ("self.self_attn[1].q_a_proj.weight", "dsq", "self.mlps[0]", "after"),
+        ("self.self_attn[1].q_b_proj.weight", "dsq", "self.mlps[0]", "after")}

@@ -192,10 +192,16 @@ def test_moe_gmm_sites_use_the_seed_formulas(copy_src, tmp_path, examples_dir):
     plan, design, _ = build_plan(classify(prof.table, hw), prof.info, hw, src,
                                  examples_dir / "qwen3-moe" / "config.json",
                                  PlanOptions(max_sites=6, experts_per_rank=8, moe_tp=1))
-    # batch 1: one token hits 8 of 128 experts (6 %), so the GMM is listed, not planned (item 6);
-    # its size still follows the seed's formula
+    # the seed's formula sizes the GMM; with 8 experts on the rank (EP 16) the profiled GMM's 8
+    # routed rows are 8 x 128 / (8 x 8) = 16 tokens, so each of the rank's experts is hit with
+    # p = 1 - (1 - 8/128)^16 = 0.644 (issue 30: the hit share uses the experts on the rank, not
+    # the source's 128, which gave one token and 6 %)
     gmm = {v.site.target.attr: v.site for v in design.sites if v.site.target.cls == "Qwen3MoeExperts"}
-    assert "gate_up_proj" in gmm and not any(s.target.cls == "Qwen3MoeExperts" for s in plan.sites)
+    assert "gate_up_proj" in gmm
+    assert gmm["gate_up_proj"].evidence["useful_share"] == pytest.approx(1 - (1 - 8 / 128) ** 16,
+                                                                       abs=1e-4)   # kept to 4 places
+    note = next(n for n in gmm["gate_up_proj"].evidence["notes"] if n.startswith("MoE:"))
+    assert "of this rank's 8 experts" in note
     w = next(c for c in gmm["gate_up_proj"].basis.caps if c.name == "weight").bytes
     assert w == 2048 * 768 * 2 * 2 // 1 * 8 // 2
     assert gmm["gate_up_proj"].target.weight_expr == "self.experts.gate_up_proj"   # no .weight
