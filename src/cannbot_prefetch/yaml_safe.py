@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .errors import InputError
+from .inputfile import read_regular
 
 MAX_NODES = 1_000_000   # a plan with hundreds of sites has ~10^4 nodes; the shipped configs ~10^3
 MAX_DEPTH = 64          # the deepest shipped format (a plan's created_from) nests < 10 levels
@@ -116,36 +117,6 @@ def load(text: str | bytes, path: str, error: type[InputError] = InputError) -> 
         raise error(f"is not UTF-8 text (byte {exc.start})", path=path) from None
     finally:
         loader.dispose()
-
-
-def read_regular(path, what: str, limit: int, error: type[InputError] = InputError) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes. A FIFO or device (open() would
-    block or never end), a folder, a missing or unreadable file: `error` naming the file."""
-    import os
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise error(f"{what} not found", path=str(path)) from None
-    except OSError as exc:
-        raise error(f"{what} cannot be read ({exc.strerror})", path=str(path)) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise error(f"{what} is not a regular file", path=str(path))
-        if st.st_size > limit:
-            raise error(f"{what} is {st.st_size} bytes, more than it can be ({limit} bytes)",
-                        path=str(path))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise error(f"{what} cannot be read ({exc.strerror})", path=str(path)) from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise error(f"{what} grew past {limit} bytes while read", path=str(path))
-    return data
 
 
 def load_file(path, what: str, limit: int, error: type[InputError] = InputError) -> Any:

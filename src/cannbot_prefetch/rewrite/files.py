@@ -39,7 +39,7 @@ from .helper import HELPER_NAME, helper_source, is_ours
 from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers, marked_ids,
                       strip_ids, strip_markers, strip_yaml_markers)
 from .root import project_root, under_root
-from .write import BACKUP_DIR, read_text
+from .write import read_text, state_dir
 
 SHARED_TAGS = {IMPORT_TAG, SWITCH_TAG, JOIN_TAG, LINK_TAG}
 
@@ -67,10 +67,25 @@ def _check_hash(path: Path, text: str, sites, revert: bool) -> str | None:
             f"current file")
 
 
+# A project folder may be someone else's clone: its git config can name commands (core.fsmonitor,
+# hooks, clean filters) that a plain `git status` runs. These switch off the first two and keep
+# status from writing the index (no post-index-change hook) or entering submodules; a repository
+# whose config defines a filter is not asked at all (a filter cannot be switched off).
+_GIT = ("git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+        "-c", "core.untrackedCache=false")
+
+
 def _git_dirty(path: Path) -> bool:
+    """Whether git reports uncommitted changes to `path`, asked without running anything the
+    repository configures (see _GIT); False when git is absent or that cannot be promised."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*_GIT, *args], cwd=path.parent, capture_output=True, text=True,
+                              timeout=10, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
-                             capture_output=True, text=True, timeout=10)
+        conf = git("config", "--list", "--name-only")
+        if conf.returncode != 0 or any(k.startswith("filter.") for k in conf.stdout.split()):
+            return False
+        out = git("status", "--porcelain", "--ignore-submodules=all", "--", path.name)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
@@ -235,8 +250,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 def _matching_backup(path: Path, sites) -> str | None:
     """The newest backup of `path` that is the planned file (for --revert when markers are gone)."""
     expected = {s.source_sha256 for s in sites if s.source_sha256}
-    folder = path.parent / BACKUP_DIR
-    for b in sorted(folder.glob(f"{path.name}.*.bak"), reverse=True) if folder.is_dir() else []:
+    folder = state_dir(path.parent, "backup", create=False)
+    for b in sorted(folder.glob(f"{path.name}.*.bak"), reverse=True) if folder else []:
         text = b.read_bytes().decode("utf-8", errors="replace")
         if _sha(text) in expected:
             return text
