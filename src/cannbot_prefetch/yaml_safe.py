@@ -42,11 +42,30 @@ class _Loader(_BASE):  # type: ignore[misc, valid-type]
                                f"{seen[key] + 1} and {key_node.start_mark.line + 1}): YAML "
                                f"keeps the last silently; remove one")
             seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
+        try:
+            return super().construct_mapping(node, deep=deep)
+        except _Refused as exc:
+            if exc.key is not None:
+                raise
+            key = next((k.value for k, v in node.value if v is exc.node), None)
+            raise _Refused(str(exc), key=key, node=exc.node) from None
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:   # more digits than int() takes from text (sys.get_int_max_str_digits)
+            raise _Refused(f"a number of {len(node.value)} characters (line "
+                           f"{node.start_mark.line + 1}) is more than any value here can be",
+                           node=node) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 class _Refused(Exception):
-    pass
+    def __init__(self, message: str, key: Any = None, node: Any = None):
+        super().__init__(f"key {str(key)[:80]!r}: {message}" if key is not None else message)
+        self.key, self.node = key, node
 
 
 def _children(node) -> list:

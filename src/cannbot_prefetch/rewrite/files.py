@@ -207,6 +207,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 
     any_applied = any(r.applied for r in results)
     if helper_path is not None:
+        _helper_name_free(helper_path)
         old = read_text(helper_path, "helper") if helper_path.is_file() else None
         if old is not None and not is_ours(old):
             raise InputError("exists and was not written by cannbot-prefetch: choose another "
@@ -233,6 +234,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 
     if plan.switch.config_file:
         lex, cfg = under_root(plan_path, plan.switch.config_file, top, "switch.config_file")
+        _config_file_allowed(lex, cfg, top, set(by_file) | {plan_path.resolve()}
+                             | ({helper_path.resolve()} if helper_path else set()))
         if not cfg.is_file():
             raise InputError("switch.config_file not found", path=str(lex))
         old = read_text(cfg, "switch.config_file")
@@ -245,6 +248,38 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
     status_after = "applied" if (not revert and any_applied) else "proposed"
     return Changes(plan_path, plan, revert, results, warnings, root=str(top),
                    status_after=status_after)
+
+
+_VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", ".cannbot-prefetch"})
+_CONFIG_SUFFIXES = (".yaml", ".yml")     # the one config format config_switch.py writes
+
+
+def _config_file_allowed(lex: Path, real: Path, top: Path, others: set[Path]) -> None:
+    """switch.config_file names a YAML runner config: never VCS metadata or the tool's state
+    (git breaks, or the lock and backups land there), never a file the plan also rewrites or
+    the plan itself (one edit would silently undo the other)."""
+    where = "switch.config_file"
+    for p in (lex, real):
+        inside = p.relative_to(top) if p.is_relative_to(top) else p
+        if _VCS_DIRS & set(inside.parts[:-1]):
+            raise InputError(f"{where} lies in version-control metadata or the tool's state "
+                             "folder: name the runner's YAML config", path=str(lex))
+        if p.suffix.lower() not in _CONFIG_SUFFIXES:
+            raise InputError(f"{where} must be a YAML runner config (.yaml or .yml): the switch "
+                             "is written as a YAML key", path=str(lex))
+    if real in others:
+        raise InputError(f"{where} is a file the plan also writes (a model file, the helper or "
+                         "the plan itself): name the runner's YAML config", path=str(lex))
+
+
+def _helper_name_free(helper_path: Path) -> None:
+    """The helper is imported by its module name: a folder (a package, or anything not a
+    regular file) of that name beside it would shadow it or break the write."""
+    pkg = helper_path.with_suffix("")
+    if pkg.is_dir() or (os.path.lexists(helper_path) and not helper_path.is_file()):
+        raise InputError(f"a folder or package named {pkg.name} is in the way of the helper "
+                         f"module (`import {pkg.name}` would find it, or the helper cannot be "
+                         "written there): rename it or choose --helper", path=str(helper_path))
 
 
 def _matching_backup(path: Path, sites) -> str | None:
