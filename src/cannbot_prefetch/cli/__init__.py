@@ -191,12 +191,21 @@ def _refuse(err: CannbotError, debug: bool, json_out: bool, lang: str):
     if debug:
         import traceback
         traceback.print_exc()
-    text = error_text(err, lang)
+    text = _printable(error_text(err, lang))
     print(_t("cli.error", lang, text=text), file=sys.stderr)
     if json_out:
-        json_error(err.exit_code, _kind(err), error_text(err, "en") if lang == "en" else text,
-                   err.path)
+        json_error(err.exit_code, _kind(err), _printable(error_text(err, "en")) if lang == "en"
+                   else text, err.path)
     raise typer.Exit(err.exit_code) from None
+
+
+_CONTROL = {c: None for c in (*range(0x20), *range(0x7f, 0xa0))}
+
+
+def _printable(text: str) -> str:
+    """An error line may quote a file or a plan value: no control characters reach the terminal
+    (an escape sequence could retitle or clear it)."""
+    return text.translate(_CONTROL)
 
 
 def _internal(err: Exception, debug: bool, json_out: bool, lang: str):
