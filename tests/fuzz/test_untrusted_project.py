@@ -454,6 +454,22 @@ FIFOS = [Case("FIFOs in profile folders", n, _fifo(n), expect="any")
          for n in ("kernel_details.csv", "profiler_info_0.json", "info.json.0")]
 
 
+def _project_fifo(name: str):
+    def setup(w: World) -> list[str]:
+        (w.proj / name).unlink(missing_ok=True)
+        os.mkfifo(w.proj / name)
+        if name == "_cannbot_prefetch.py":   # the helper: apply once, then the file is a FIFO
+            return ["apply", str(w.plan), "--revert", "--write", "--yes"]
+        return ["apply", str(w.plan), "--write", "--yes"]
+    return setup
+
+
+FIFOS += [Case("FIFOs in the project", f"{n} is a FIFO", _project_fifo(n), expect=e, says=s)
+          for n, e, s in (("runner.yaml", "refused", ("switch.config_file",)),
+                          ("other_model.py", "ok", ()),
+                          ("_cannbot_prefetch.py", "refused", ("_cannbot_prefetch",)))]
+
+
 def _report_text(w: World) -> list[str]:
     w.edit(lambda d: d["sites"][0].update(evidence={
         "signature": {"type": "MatMulV2\n# injected heading", "input_shapes": "1|2",

@@ -102,8 +102,8 @@ def _other_users(helper_path: Path, mine: set[Path]) -> list[Path]:
     """Other model files in the helper's folder that import it (another plan's)."""
     out = []
     for f in sorted(helper_path.parent.glob("*.py")):
-        if f == helper_path or f.absolute() in mine or f.resolve() in mine:
-            continue
+        if f == helper_path or f.absolute() in mine or f.resolve() in mine or not f.is_file():
+            continue        # (a FIFO named *.py would block the read)
         try:
             if f.stat().st_size > (8 << 20):
                 continue

@@ -23,13 +23,19 @@ LOCK_NAME = "lock"
 LOCK_WAIT_S = 60.0
 
 
+MAX_SOURCE_BYTES = 64 << 20   # the largest transformers modeling file is ~0.3 MB
+
+
 def read_text(path: Path, what: str) -> str:
+    """A model, config or helper file as text: a regular file (never a FIFO that would block)
+    of at most MAX_SOURCE_BYTES, UTF-8; SourceError naming the file otherwise."""
+    from ..inputfile import read_regular
+
+    data = read_regular(path, what, MAX_SOURCE_BYTES, SourceError)
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
-    except OSError as exc:
-        raise SourceError(f"{what} cannot be read ({exc.strerror})", path=str(path)) from None
 
 
 def state_dir(folder: Path, *sub: str, create: bool = True) -> Path | None:
