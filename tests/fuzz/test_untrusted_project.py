@@ -499,7 +499,7 @@ def test_untrusted_project(tmp_path, case):
     w = _world(tmp_path)
     args = case.setup(w)
     before = _snap(w.outside)
-    code, out, seconds, rss = _run(args, tmp_path)
+    code, out, seconds, rss = _run(args, w.proj)   # run from the project, as a user would
     outcome = _outcome(code, out)
     problems = []
     if w.marker.exists():

@@ -277,7 +277,8 @@ def test_i33_verify_never_imports_a_file_outside_the_root(project, tmp_path):
     for file in (str(evil), "../outside/evil_model.py"):
         _edit(project / "plan.yaml", lambda d: d["sites"][0]["target"].update(file=file))
         before = _snapshot(outside)
-        res = runner.invoke(app, ["prefetch", "verify", str(project / "plan.yaml")])
+        res = runner.invoke(app, ["prefetch", "verify", str(project / "plan.yaml"),
+                                  "--root", str(project)])
         assert res.exit_code == 2 and "outside the project root" in res.output, res.output
         assert "target.file" in res.output
         assert not marker.exists() and _snapshot(outside) == before
@@ -348,9 +349,10 @@ def test_i33_backups_keep_the_first_original(project):
     original = (project / "toy_model.py").read_bytes()
     plan = str(project / "plan.yaml")
     for _ in range(3):   # apply, revert, apply ... within one second: every backup kept
-        assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes"]).exit_code == 0
-        assert runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write",
-                                   "--yes"]).exit_code == 0
+        root = ["--root", str(project)]
+        assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes", *root]).exit_code == 0
+        assert runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write", "--yes",
+                                   *root]).exit_code == 0
     backups = sorted((project / ".cannbot-prefetch" / "backup").glob("toy_model.py.*.bak"))
     assert len(backups) == 6
     assert sum(b.read_bytes() == original for b in backups) == 3
@@ -387,8 +389,10 @@ def test_i33_dry_run_never_runs_a_command_from_git_config(project, tmp_path, key
     (project / "toy_model.py").write_text((project / "toy_model.py").read_text() + "\n")
     _edit(project / "plan.yaml", lambda d: d["sites"][0].update(
         source_sha256=sha256_file(project / "toy_model.py")))
-    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml")])
+    root = ["--root", str(project)]
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), *root])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes"])
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes",
+                              *root])
     assert res.exit_code == 0, res.output
     assert not marker.exists()
