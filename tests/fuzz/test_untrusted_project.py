@@ -97,14 +97,22 @@ def _snap(folder: Path) -> dict[str, bytes]:
     return out
 
 
-def _run(args: list[str], cwd: Path) -> tuple[int | None, str, float, float]:
-    """The CLI in a child: (exit code or None on timeout, output, seconds, peak RSS MB)."""
+def _run(args: list[str], cwd: Path, fsize: int | None = None) -> tuple[int | None, str, float,
+                                                                        float]:
+    """The CLI in a child: (exit code or None on timeout, output, seconds, peak RSS MB);
+    `fsize`: a file-size limit (RLIMIT_FSIZE) for the child, as a full disk or quota would."""
+    import resource
+
+    def limit():
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(H.REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
                              "prefetch", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=limit)
     try:
         out, _ = proc.communicate(timeout=LIMIT_S)
     except subprocess.TimeoutExpired:
@@ -113,7 +121,6 @@ def _run(args: list[str], cwd: Path) -> tuple[int | None, str, float, float]:
         return None, out.decode(errors="replace"), time.monotonic() - start, 0.0
     seconds = time.monotonic() - start
     # the child is reaped by communicate(); its peak RSS is the children's maximum so far
-    import resource
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return proc.returncode, out.decode(errors="replace"), seconds, rss
 
@@ -126,6 +133,7 @@ class Case:
     expect: str = "refused"                    # refused | ok
     says: tuple[str, ...] = ()                 # words the output must hold (file, key)
     check: Callable[[World, str], list[str]] = field(default=lambda w, out: [])
+    fsize: int | None = None                   # RLIMIT_FSIZE for the child
 
 
 def _outcome(code, out: str) -> str:
@@ -487,7 +495,19 @@ def _report_clean(w: World, out: str) -> list[str]:
 TEXT = [Case("report text", "evidence with newline, |, <script>, terminal escapes", _report_text,
              expect="ok", check=_report_clean)]
 
-CASES = PATH_FIELDS + STATE + YAML + VALUES + GIT + FIFOS + TEXT
+def _big_report(w: World) -> list[str]:
+    w.edit(lambda d: d["sites"][0].update(evidence={"notes": ["risk: " + "x" * 4000]}))
+    return ["report", "--plan", str(w.plan), "--out", str(w.proj / "r" / "report.md")]
+
+
+OS = [Case("OS errors", "report past a 2 KiB file-size limit (a full disk)", _big_report,
+           says=("report.md",), fsize=2048),
+      Case("OS errors", "apply --write past a 2 KiB file-size limit", lambda w: [
+          "apply", str(w.plan), "--write", "--yes"], says=(".py",), fsize=2048,
+           check=lambda w, out: [] if (w.proj / "toy_model.py").read_bytes()
+           == (FIX / "toy_model.py").read_bytes() else ["the model was left changed"])]
+
+CASES = PATH_FIELDS + STATE + YAML + VALUES + GIT + FIFOS + TEXT + OS
 if H.SAMPLES.is_dir():
     CASES += DBS
 
@@ -499,7 +519,7 @@ def test_untrusted_project(tmp_path, case):
     w = _world(tmp_path)
     args = case.setup(w)
     before = _snap(w.outside)
-    code, out, seconds, rss = _run(args, w.proj)   # run from the project, as a user would
+    code, out, seconds, rss = _run(args, w.proj, case.fsize)   # from the project, as a user
     outcome = _outcome(code, out)
     problems = []
     if w.marker.exists():
