@@ -495,6 +495,34 @@ def _report_clean(w: World, out: str) -> list[str]:
 TEXT = [Case("report text", "evidence with newline, |, <script>, terminal escapes", _report_text,
              expect="ok", check=_report_clean)]
 
+def _surrogate_trace(w: World) -> list[str]:
+    trace = _sample_copy(w, "mstt/advisor_timeline_advice/trace_view.json")
+    text = trace.read_text()
+    name = '"name": "aclnnAddmm_MatMulCommon_MatMulV2'
+    assert name in text
+    trace.write_text(text.replace(name, name[:9] + "\\udc80" + name[9:]))
+    return ["analyze", str(trace), "--out", str(w.proj / "o")]
+
+
+def _read_only(which: str):
+    def setup(w: World) -> list[str]:
+        (w.proj / which).chmod(0o444)
+        return ["apply", str(w.plan), "--write", "--yes"]
+    return setup
+
+
+def _unchanged_model(w: World, out: str) -> list[str]:
+    same = (w.proj / "toy_model.py").read_bytes() == (FIX / "toy_model.py").read_bytes()
+    return [] if same and "--model-src" not in out else [f"model changed or advice wrong: {out}"]
+
+
+TEXT += [Case("report text", "a lone surrogate escape in a trace kernel name", _surrogate_trace,
+              says=("trace_view.json", "Unicode"))] if H.SAMPLES.is_dir() else []
+READ_ONLY = [Case("read-only files", f"{f} without a write bit", _read_only(f),
+                  says=(f, "chmod"), check=_unchanged_model)
+             for f in ("plan.yaml", "runner.yaml")]
+
+
 def _big_report(w: World) -> list[str]:
     w.edit(lambda d: d["sites"][0].update(evidence={"notes": ["risk: " + "x" * 4000]}))
     return ["report", "--plan", str(w.plan), "--out", str(w.proj / "r" / "report.md")]
@@ -507,7 +535,7 @@ OS = [Case("OS errors", "report past a 2 KiB file-size limit (a full disk)", _bi
            check=lambda w, out: [] if (w.proj / "toy_model.py").read_bytes()
            == (FIX / "toy_model.py").read_bytes() else ["the model was left changed"])]
 
-CASES = PATH_FIELDS + STATE + YAML + VALUES + GIT + FIFOS + TEXT + OS
+CASES = PATH_FIELDS + STATE + YAML + VALUES + GIT + FIFOS + TEXT + OS + READ_ONLY
 if H.SAMPLES.is_dir():
     CASES += DBS
 
