@@ -1,7 +1,6 @@
 """The atomic write every output uses, and its leftovers: a temp file beside the target, renamed
 over it, so a reader never sees half a file; modes kept; temp files of a killed run found by
-their name. Standard library only: the console script's caches (console/cachefiles.py) use it
-before anything else of the package is imported."""
+their name."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def new_file_mode() -> int:
 
 def _temp(p: Path, data: str | bytes, mode: int | None) -> str:
     """`data` in a new temp file beside `p` (mode set before any rename); OSError naming `p`."""
-    import tempfile     # here: the console script imports this module at start-up
+    import tempfile
 
     try:
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -23,15 +23,6 @@ def configs_dir() -> Path:
     raise InputError("configs/ folder not found next to the package", hint="reinstall cannbot-prefetch")
 
 
-def docs_dir() -> Path:
-    """The shipped docs folder (outputs cite docs/*.md): inside the installed package, else the
-    source checkout."""
-    for cand in (_PKG / "docs", _PKG.parent.parent / "docs"):
-        if cand.is_dir():
-            return cand
-    raise InputError("docs/ folder not found next to the package", hint="reinstall cannbot-prefetch")
-
-
 MAX_YAML_BYTES = 4 << 20   # a config or hardware profile is a few KiB; the plan has its own bound
 
 
