@@ -27,8 +27,8 @@ MAX_YAML_BYTES = 4 << 20   # a config or hardware profile is a few KiB; the plan
 
 
 def load_yaml(path: Path, what: str = "YAML file") -> Any:
-    """A config or hardware YAML, read through yaml_safe (bounded, no aliases, no duplicate
-    keys); InputError naming the file otherwise."""
+    """A config or hardware YAML, read through yaml_safe (bounded with aliases expanded, no
+    duplicate keys); InputError naming the file otherwise."""
     from .yaml_safe import load_file
 
     return load_file(path, what, MAX_YAML_BYTES)
