@@ -19,13 +19,9 @@ LANGS = ("en", "zh")
 @lru_cache(maxsize=None)
 def catalog() -> dict[str, dict[str, str]]:
     """configs/messages.yaml as {key: {lang: text}} (loaded once, on first use)."""
-    import yaml
+    from .settings import configs_dir, load_yaml
 
-    from .settings import configs_dir
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    with open(configs_dir() / "messages.yaml", encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=loader)  # noqa: S506 - a safe loader
+    data = load_yaml(configs_dir() / "messages.yaml")
     return {str(k): {str(lang): str(text) for lang, text in v.items()} for k, v in data.items()}
 
 

@@ -172,7 +172,7 @@ def rewrite(plan_path, *, revert: bool = False, helper=None, root=None):
 BUILTIN_FACTORY = "built-in (tiny random model from config.json)"
 
 
-def verify(plan_path, factory: str | None, *, model_config=None):
+def verify(plan_path, factory: str | None, *, model_config=None, root=None):
     """Switch off/on run, graph-order and torch.compile checks of a model built by `factory`
     (MODULE:FUNC), or, without one, by the built-in factory from `model_config`
     (verify/factory.py) -> VerifyResult."""
@@ -182,7 +182,7 @@ def verify(plan_path, factory: str | None, *, model_config=None):
         from .verify.factory import build
 
         return run_verify(plan_path, BUILTIN_FACTORY,
-                          built=lambda: build(plan_path, model_config))
+                          built=lambda: build(plan_path, model_config, root))
     return run_verify(plan_path, factory)
 
 

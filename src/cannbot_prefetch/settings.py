@@ -10,8 +10,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import InputError
 
 _PKG = Path(__file__).resolve().parent
@@ -25,17 +23,15 @@ def configs_dir() -> Path:
     raise InputError("configs/ folder not found next to the package", hint="reinstall cannbot-prefetch")
 
 
-def load_yaml(path: Path) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            # libyaml's parser when PyYAML has it (5-10x faster on the shipped configs)
-            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except FileNotFoundError:
-        raise InputError("file not found", path=str(path)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise InputError(f"not valid YAML{where}", path=str(path)) from None
+MAX_YAML_BYTES = 4 << 20   # a config or hardware profile is a few KiB; the plan has its own bound
+
+
+def load_yaml(path: Path, what: str = "YAML file") -> Any:
+    """A config or hardware YAML, read through yaml_safe (bounded with aliases expanded, no
+    duplicate keys); InputError naming the file otherwise."""
+    from .yaml_safe import load_file
+
+    return load_file(path, what, MAX_YAML_BYTES)
 
 
 @lru_cache(maxsize=None)

@@ -250,3 +250,149 @@ def test_s3_config_path_with_newlines_never_reaches_the_yaml(project):
     res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes"])
     assert res.exit_code == 2 and "config_path' must be" in res.output
     assert _snapshot(project) == before
+
+
+# ---------------------------------------------------------------- issue 33: the project folder and
+# every file a plan names are untrusted. Oracles: a marker file that only the payload creates, and
+# a snapshot of a folder outside the project that must not change.
+
+def _payload_module(folder: Path, marker: Path, name: str = "evil_model.py") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    mod = folder / name
+    mod.write_text(f"{_touch(marker)}\n")
+    return mod
+
+
+def test_i33_verify_never_imports_a_file_outside_the_root(project, tmp_path):
+    pytest.importorskip("torch")
+    marker = tmp_path / "PWNED_VERIFY"
+    outside = tmp_path / "outside"
+    evil = _payload_module(outside, marker)
+    (outside / "config.json").write_text('{"model_type": "llama"}')
+    # the payload is live: importing the module creates the marker
+    import runpy
+    runpy.run_path(str(evil))
+    assert marker.exists()
+    marker.unlink()
+    for file in (str(evil), "../outside/evil_model.py"):
+        _edit(project / "plan.yaml", lambda d: d["sites"][0]["target"].update(file=file))
+        before = _snapshot(outside)
+        res = runner.invoke(app, ["prefetch", "verify", str(project / "plan.yaml"),
+                                  "--root", str(project)])
+        assert res.exit_code == 2 and "outside the project root" in res.output, res.output
+        assert "target.file" in res.output
+        assert not marker.exists() and _snapshot(outside) == before
+        assert str(outside) not in sys.path
+
+
+def test_i33_verify_never_imports_a_package_init_outside_the_root(tmp_path):
+    """A model file inside the root whose folder chain is a package rooted outside it: importing
+    it as `pkg.proj.model` would run pkg/__init__.py (outside)."""
+    pytest.importorskip("torch")
+    from cannbot_prefetch.verify import factory
+
+    marker = tmp_path / "PWNED_INIT"
+    pkg = tmp_path / "pkg"
+    _payload_module(pkg, marker, "__init__.py")
+    proj = pkg / "proj"
+    proj.mkdir()
+    (proj / "__init__.py").write_text("")
+    (proj / "model.py").write_text("X = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert factory._dotted_on_sys_path(proj / "model.py", proj) is None
+        mod = factory.load_model_module(proj / "model.py", {}, proj)
+        assert mod.X == 1 and not marker.exists()
+    finally:
+        sys.path.remove(str(tmp_path))
+        for k in [k for k in sys.modules if "_cannbot_verify_model" in k or k.startswith("pkg")]:
+            sys.modules.pop(k)
+        if str(proj) in sys.path:
+            sys.path.remove(str(proj))
+
+
+@pytest.mark.parametrize("where", ["lock", "state folder", "backup folder", "lock beside the plan"])
+def test_i33_state_paths_never_follow_symlinks(project, tmp_path, where):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("x")
+    state = project / ".cannbot-prefetch"
+    plan = project / "plan.yaml"
+    if where == "lock":
+        state.mkdir()
+        (state / "lock").symlink_to(outside / "created_lock")     # dangling
+    elif where == "state folder":
+        state.symlink_to(outside, target_is_directory=True)
+    elif where == "backup folder":
+        state.mkdir()
+        (state / "backup").symlink_to(outside, target_is_directory=True)
+    else:   # the plan in its own folder: its lock is out/.cannbot-prefetch/lock
+        out = project / "out"
+        (out / ".cannbot-prefetch").mkdir(parents=True)
+        (out / ".cannbot-prefetch" / "lock").symlink_to(outside / "created_lock")
+        shutil.move(plan, out / "plan.yaml")
+        plan = out / "plan.yaml"
+        _edit(plan, lambda d: d["sites"][0]["target"].update(file="../toy_model.py"))
+        _edit(plan, lambda d: d["switch"].update(config_file="../runner.yaml"))
+    before_out = _snapshot(outside)
+    model_before = (project / "toy_model.py").read_bytes()
+    res = runner.invoke(app, ["prefetch", "apply", str(plan), "--write", "--yes",
+                              "--root", str(project)])
+    assert res.exit_code == 2, res.output
+    assert ("symlink" in res.output) and ".cannbot-prefetch" in res.output
+    assert _snapshot(outside) == before_out and not (outside / "created_lock").exists()
+    assert not list(outside.glob("*.bak"))
+    assert (project / "toy_model.py").read_bytes() == model_before
+
+
+def test_i33_backups_keep_the_first_original(project):
+    original = (project / "toy_model.py").read_bytes()
+    plan = str(project / "plan.yaml")
+    for _ in range(3):   # apply, revert, apply ... within one second: every backup kept
+        root = ["--root", str(project)]
+        assert runner.invoke(app, ["prefetch", "apply", plan, "--write", "--yes", *root]).exit_code == 0
+        assert runner.invoke(app, ["prefetch", "apply", plan, "--revert", "--write", "--yes",
+                                   *root]).exit_code == 0
+    backups = sorted((project / ".cannbot-prefetch" / "backup").glob("toy_model.py.*.bak"))
+    assert len(backups) == 6
+    assert sum(b.read_bytes() == original for b in backups) == 3
+
+
+@pytest.mark.parametrize("key", ["core.fsmonitor", "filter"])
+def test_i33_dry_run_never_runs_a_command_from_git_config(project, tmp_path, key):
+    import subprocess
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    marker = tmp_path / f"PWNED_GIT_{key}"
+    script = tmp_path / "cmd.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(0o755)
+
+    def git(*a):
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *a], cwd=project,
+                       capture_output=True, check=True)
+    git("init", "-q")
+    git("add", "toy_model.py")
+    git("commit", "-q", "-m", "x")
+    if key == "filter":
+        git("config", "filter.evil.clean", str(script))
+        (project / ".gitattributes").write_text("*.py filter=evil\n")
+    else:
+        git("config", "core.fsmonitor", str(script))
+    # the payload is live: a plain `git status` runs it
+    subprocess.run(["git", "status", "--porcelain"], cwd=project, capture_output=True)
+    if key == "filter":   # a clean filter runs when git must read the file's content
+        (project / "toy_model.py").touch()
+        subprocess.run(["git", "add", "-n", "toy_model.py"], cwd=project, capture_output=True)
+    assert marker.exists()
+    marker.unlink()
+    (project / "toy_model.py").write_text((project / "toy_model.py").read_text() + "\n")
+    _edit(project / "plan.yaml", lambda d: d["sites"][0].update(
+        source_sha256=sha256_file(project / "toy_model.py")))
+    root = ["--root", str(project)]
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), *root])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write", "--yes",
+                              *root])
+    assert res.exit_code == 0, res.output
+    assert not marker.exists()

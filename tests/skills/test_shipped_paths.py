@@ -130,7 +130,9 @@ def test_negative_a_made_up_citation_and_path_are_caught():
 
 # ---------------------------------------------------------------------------------- flags
 FLAG = re.compile(r"(?<![\w\-])(--[a-z][a-z0-9\-]*)")
-FOREIGN_FLAGS = {"--porcelain"}                 # git status --porcelain (rewrite/files.py)
+# git's own flags (rewrite/files.py `_git_dirty`: status asked without project-configured commands)
+FOREIGN_FLAGS = {"--porcelain", "--no-optional-locks", "--ignore-submodules", "--list",
+                 "--name-only"}
 
 
 def _output_texts() -> list[tuple[str, str]]:

@@ -288,12 +288,11 @@ def analyze(profile=None, *, model_src: str | None = None, progress: Progress | 
 
 
 def _write_all(files: dict[Path, Any]) -> list[str]:
-    """Write outputs rendered in full beforehand, each atomically."""
-    from ..atomic import write_atomic
+    """Write outputs rendered in full beforehand, as one set (atomic.write_set)."""
+    from ..atomic import write_set
 
-    for path, data in files.items():
-        try:
-            write_atomic(path, data)
-        except OSError as exc:
-            raise InputError(f"cannot write ({exc.strerror or exc})", path=str(path)) from None
-    return [str(p) for p in files]
+    try:
+        return write_set(files)
+    except OSError as exc:
+        raise InputError(f"cannot write ({exc.strerror or exc})",
+                         path=str(exc.filename or next(iter(files), ""))) from None

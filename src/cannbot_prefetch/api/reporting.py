@@ -45,9 +45,14 @@ class Report:
 
     def write(self, out="report.md", lang: str = "en") -> list[str]:
         """Render everything, then write each file atomically; returns the paths written."""
+        from ..plan import resolve_source
         from ..report.output import write_outputs
 
-        return write_outputs(self.outputs(out, lang))
+        d = self.data
+        keep = [d.plan_path, *(resolve_source(d.plan_path, s.target.file) for s in d.plan.sites)]
+        if d.plan.switch.config_file:
+            keep.append(resolve_source(d.plan_path, d.plan.switch.config_file))
+        return write_outputs(self.outputs(out, lang), keep)
 
     def to_json(self, written=()) -> dict[str, Any]:
         """The `report --json` document; `written`: what `write()` returned."""

@@ -85,10 +85,15 @@ class Rewrite:
             if where is not None and not self.allow_installed:
                 raise InputError(Msg("apply.installed", where=where, path=f.path, name=name),
                                  path=f.path)
-            why = unwritable(f.path)
+            why = unwritable(f.write_path)
             if why is not None:
-                raise InputError(Msg("apply.readonly", why=why, path=f.path, name=name),
-                                 path=f.path)
+                key = "apply.readonly" if f.kind == "model" else "apply.readonly_file"
+                raise InputError(Msg(key, why=why, path=f.path, name=name), path=f.path)
+        plan = self.changes.plan_path
+        why = unwritable(plan)
+        if why is not None and self.changes.plan.status != self.changes.status_after:
+            raise InputError(Msg("apply.readonly_file", why=why, path=plan, name=Path(plan).name),
+                             path=str(plan))
 
     def write(self) -> list[str]:
         """Write the pending changes (backups first, all or nothing). With nothing pending,

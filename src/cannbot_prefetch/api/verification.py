@@ -46,11 +46,13 @@ class Verification:
 
 
 def verify(plan, factory: str | None = None, *, model_config=None,
-           progress=None) -> Verification:
+           progress=None, root=None) -> Verification:
     """Run the checks on the model `factory` (MODULE:FUNC returning (model, inputs)) builds from
     the rewritten source, or without one on a tiny random model of the plan's
     transformers-style file from `model_config` (default: config.json beside it or the plan).
-    Needs torch; torch_npu is stubbed in this process when absent."""
+    Needs torch; torch_npu is stubbed in this process when absent. The built-in factory imports
+    only a model file under the project `root` (default as apply's: the git work tree holding
+    the plan, else its folder)."""
     if progress is not None:
         progress("progress.verify_run", factory=factory or "built-in")
-    return Verification(pipeline.verify(plan, factory, model_config=model_config))
+    return Verification(pipeline.verify(plan, factory, model_config=model_config, root=root))

@@ -172,23 +172,40 @@ def guarded(debug: bool, fn: Callable[[], T], json_out: bool = False, lang: str 
     try:
         return fn()
     except CannbotError as err:
-        if debug:
-            import traceback
-            traceback.print_exc()
-        text = error_text(err, lang)
-        print(_t("cli.error", lang, text=text), file=sys.stderr)
-        if json_out:
-            json_error(err.exit_code, _kind(err), error_text(err, "en") if lang == "en" else text,
-                       err.path)
-        raise typer.Exit(err.exit_code) from None
+        return _refuse(err, debug, json_out, lang)
     except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
         raise
     except OSError as err:
         if err.errno == 32:         # EPIPE: the reader left (`| head`), handled by the root
             raise
+        if err.filename is not None:   # disk full, a size limit, no permission: the file named
+            from ..errors import InputError
+            return _refuse(InputError(err.strerror or type(err).__name__, path=str(err.filename)),
+                           debug, json_out, lang)
         return _internal(err, debug, json_out, lang)
     except Exception as err:  # a bug, not a user mistake: still one line unless --debug
         return _internal(err, debug, json_out, lang)
+
+
+def _refuse(err: CannbotError, debug: bool, json_out: bool, lang: str):
+    if debug:
+        import traceback
+        traceback.print_exc()
+    text = _printable(error_text(err, lang))
+    print(_t("cli.error", lang, text=text), file=sys.stderr)
+    if json_out:
+        json_error(err.exit_code, _kind(err), _printable(error_text(err, "en")) if lang == "en"
+                   else text, err.path)
+    raise typer.Exit(err.exit_code) from None
+
+
+_CONTROL = {c: None for c in (*range(0x20), *range(0x7f, 0xa0))}
+
+
+def _printable(text: str) -> str:
+    """An error line may quote a file or a plan value: no control characters reach the terminal
+    (an escape sequence could retitle or clear it)."""
+    return text.translate(_CONTROL)
 
 
 def _internal(err: Exception, debug: bool, json_out: bool, lang: str):

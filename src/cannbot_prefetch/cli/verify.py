@@ -25,6 +25,9 @@ def verify(
                                "plan's transformers-style model file, one decode step with its KV "
                                "cache (default: config.json beside the model file or the plan).")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the result as JSON here.")] = None,
+    root: Annotated[Path | None, typer.Option(
+        "--root", help="Project root: the built-in factory imports only a model file under it "
+                       "(default: the git work tree holding the plan, else the plan's folder).")] = None,
     debug: DebugOpt = False,
     as_json: JsonOpt = False,
     lang: LangOpt = "en",
@@ -41,7 +44,7 @@ def verify(
         from .progress import status
 
         with status(lang) as tick:
-            result = run(plan, factory, progress=tick, model_config=model_config)
+            result = run(plan, factory, progress=tick, model_config=model_config, root=root)
         if out is not None:
             result.save(out)
         if as_json:

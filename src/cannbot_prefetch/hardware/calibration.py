@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+from .. import yaml_safe
 
 from ..errors import InputError
 
@@ -281,7 +281,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         text = ("# cpu: measured by `cannbot prefetch hardware calibrate` (not a vendor number).\n"
-                + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100))
+                + yaml_safe.dump(doc, sort_keys=False, allow_unicode=True, width=100))
         target.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the calibrated profile: {exc.strerror}", path=str(target)) from None

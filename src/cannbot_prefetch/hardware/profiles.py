@@ -19,8 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from ..errors import InputError
 from ..settings import configs_dir, load_yaml
 from .part import HardwareProfile, norm_name
@@ -89,15 +87,7 @@ def user_dir() -> Path:
 
 
 def _read_yaml(path: Path) -> Any:
-    """settings.load_yaml's errors, with libyaml's loader when present (10 files per lookup)."""
-    loader = getattr(yaml, "CSafeLoader", None)
-    if loader is None:
-        return load_yaml(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=loader)  # noqa: S506 (a safe loader)
-    except (OSError, yaml.YAMLError):
-        return load_yaml(path)  # raises the InputError naming the file and line
+    return load_yaml(path, "hardware profile")
 
 
 def _load_dir(folder: Path) -> list[HardwareProfile]:

@@ -280,6 +280,23 @@ def _rejections(r: _Reader) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _override_range(key: str) -> tuple[float | None, float | None]:
+    """What a recorded override may be: policy.yaml calibration.plausible_* (no host outside
+    them; 1e-300 TB/s would overflow every time computed from it)."""
+    from ..settings import policy
+
+    cal = policy()["calibration"]
+    bw_lo, bw_hi = (float(x) for x in cal["plausible_bw_tbps"])
+    if key == "hbm_bw_tbps":
+        return bw_lo, bw_hi
+    if key == "cmo_bw_gbps":
+        return bw_lo * 1000, bw_hi * 1000
+    if key.startswith("peaks_tflops."):
+        lo, hi = (float(x) for x in cal["plausible_tflops"])
+        return lo, hi
+    return None, None
+
+
 def _created_from(r: _Reader) -> dict[str, Any]:
     cf = r.get("created_from", dict, {})
     cr = _Reader(cf, "created_from", r.source)
@@ -291,7 +308,11 @@ def _created_from(r: _Reader) -> dict[str, Any]:
     if cf.get("hardware_overrides") is not None:
         hr = cr.sub("hardware_overrides")
         for k in cf["hardware_overrides"]:
-            hr.number(k, 0.0, 1e9)
+            lo, hi = _override_range(str(k))
+            if lo is None:
+                raise hr.fail(k, "is no hardware number analyze overrides (hbm_bw_tbps, "
+                                 "cmo_bw_gbps, peaks_tflops.<dtype>)")
+            hr.number(k, lo, hi)
     return cf
 
 

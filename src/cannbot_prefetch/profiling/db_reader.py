@@ -1,6 +1,7 @@
 """torch_npu DB export (`ascend_pytorch_profiler_*.db`, export_type=db) -> normalized rows.
 
-Opened read-only. Kernels are COMPUTE_TASK_INFO joined to TASK on globalTaskId, text cells are
+Opened read-only and immutable (no -wal/-shm files beside it, a read-only mount works).
+Kernels are COMPUTE_TASK_INFO joined to TASK on globalTaskId, text cells are
 STRING_IDS references, counters are TASK_PMU_INFO (name, value) pairs pivoted into columns and
 renamed to the text export's names (times there are ns, the CSV's are µs). Communication ops
 become HCCL rows, as in kernel_details.
@@ -17,6 +18,10 @@ from ..errors import InputError
 from . import columns as C
 from .readout import ReadResult, conform, drop_memset
 from .scalars import MAX_DURATION_US, MAX_START_NS
+
+MAX_CELL_TEXT = 1 << 16   # characters: the longest STRING_IDS value in the samples is 279
+MAX_STACK_TEXT = 64 << 20  # bytes of joined call stacks; the sample's are < 1 MiB
+JOIN_FACTOR = 4           # join rows per table row; the sample's stack join makes 563 of 3023
 from .values import clean_text, strip_prefix
 
 _TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
@@ -34,7 +39,7 @@ _STRING_REFS = ("name", "type", "core", "input_shapes", "input_dtypes", "input_f
 def read_db_rows(path: Path, source: str) -> ReadResult:
     """One profiler DB -> ReadResult (BASE_SCHEMA + counters); InputError when unusable."""
     try:
-        con = sqlite3.connect(f"file:{path.resolve()}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error as exc:
         raise InputError(f"cannot open database ({exc})", path=str(path)) from None
     con.text_factory = lambda b: b.decode("utf-8", errors="replace")
@@ -72,8 +77,8 @@ def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
         raise InputError("not a torch_npu profiler DB: table(s) "
                          f"{', '.join(sorted(needed - tables))} missing", path=str(path),
                          hint="pass ascend_pytorch_profiler_<rank>.db")
-    strings = dict(con.execute(f"SELECT {_int('id')}, CAST(value AS TEXT) FROM STRING_IDS "
-                               f"WHERE {_int('id')} IS NOT NULL"))
+    strings, long_strings = _strings(con)
+    _unique_keys(con, path)
     task_cols = _columns(con, "TASK")
     info_cols = _columns(con, "COMPUTE_TASK_INFO")
     sel = [_int("c.globalTaskId")]
@@ -114,15 +119,52 @@ def _read(con: sqlite3.Connection, path: Path, source: str) -> ReadResult:
         df = pl.concat([df, _communication(con, strings, source)], how="diagonal_relaxed")
     if "STEP_TIME" in tables:
         df = _assign_steps(con, df)
+    stack_note = ""
     if {"PYTORCH_API", "CONNECTION_IDS", "PYTORCH_CALLCHAINS"} <= tables:
-        df = _attach_stacks(con, strings, df)
+        df, stack_note = _attach_stacks(con, strings, df)
     df, memsets = drop_memset(df.drop("end_ns", "wait_ns", "global_task_id", "connection_id",
                                       strict=False))
     notes = [f"{source}: {memsets} MemSet helper kernel(s) excluded"] if memsets else []
+    if stack_note:
+        notes.append(f"{source}: {stack_note}")
+    if long_strings:
+        notes.append(f"{source}: {long_strings} STRING_IDS value(s) that are no text or longer "
+                     f"than {MAX_CELL_TEXT} characters ignored (damage)")
     result = ReadResult(conform(df.sort("start_ns")), rows_read=rows_read, skipped=bad.height,
                         samples=samples, notes=notes)
     result.meta.update(_facts(con, tables, strings))
     return result
+
+
+def _strings(con: sqlite3.Connection) -> tuple[dict, int]:
+    """STRING_IDS as {id: text}, and how many values were left out: a blob (a zeroblob of
+    hundreds of MB costs a few bytes on disk) or a text longer than MAX_CELL_TEXT is damage,
+    so what is read is bounded by the file's own size."""
+    ok = (f"typeof(value) IN ('text', 'integer', 'real') AND length(value) <= {MAX_CELL_TEXT}")
+    strings = dict(con.execute(f"SELECT {_int('id')}, CAST(value AS TEXT) FROM STRING_IDS "
+                               f"WHERE {_int('id')} IS NOT NULL AND {ok}"))
+    left = con.execute(f"SELECT COUNT(*) FROM STRING_IDS WHERE NOT ({ok})").fetchone()[0]
+    return strings, left
+
+
+def _unique_keys(con: sqlite3.Connection, path: Path) -> None:
+    """A task's globalTaskId is unique in TASK and in COMPUTE_TASK_INFO (its primary key in
+    torch_npu's schema): a repeated one is damage, and 6000 x 6000 repeats would join to 36 M
+    rows. Counted and refused before the join."""
+    for table in ("TASK", "COMPUTE_TASK_INFO"):
+        dup = con.execute(f"SELECT COUNT(globalTaskId) - COUNT(DISTINCT globalTaskId) "
+                          f"FROM {table}").fetchone()[0]
+        if dup:
+            raise InputError(f"table {table}: {dup} repeated globalTaskId value(s) (each task "
+                             f"has one row): a damaged database", path=str(path))
+
+
+def _join_rows(con: sqlite3.Connection, left: str, lkey: str, right: str, rkey: str) -> int:
+    """How many rows `left JOIN right ON lkey = rkey` would make, counted without making them."""
+    return con.execute(
+        f"SELECT COALESCE(SUM(a.n * b.n), 0) FROM (SELECT {lkey} AS k, COUNT(*) AS n FROM {left} "
+        f"GROUP BY k) a JOIN (SELECT {rkey} AS k, COUNT(*) AS n FROM {right} GROUP BY k) b "
+        "ON a.k = b.k").fetchone()[0]
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -188,10 +230,17 @@ def _assign_steps(con: sqlite3.Connection, df: pl.DataFrame) -> pl.DataFrame:
                                ).drop("step_start", "step_end")
 
 
-def _attach_stacks(con: sqlite3.Connection, strings: dict, df: pl.DataFrame) -> pl.DataFrame:
+def _attach_stacks(con: sqlite3.Connection, strings: dict,
+                   df: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     """Launching torch op and its Python call stack per task: TASK.connectionId ->
     CONNECTION_IDS -> PYTORCH_API (name, callchainId) -> PYTORCH_CALLCHAINS frames, depth 0
-    (innermost) first, like the text export's `Call stack`."""
+    (innermost) first, like the text export's `Call stack`. A join that would make more than
+    JOIN_FACTOR rows per row of its tables (repeated keys: damage) is skipped, said in a note."""
+    limit = JOIN_FACTOR * sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                              for t in ("PYTORCH_API", "CONNECTION_IDS"))
+    if _join_rows(con, "PYTORCH_API", "connectionId", "CONNECTION_IDS", "id") > limit:
+        return df, ("PYTORCH_API and CONNECTION_IDS repeat their connection ids (the join would "
+                    f"make more than {JOIN_FACTOR} rows per row): no call stacks read")
     api = pl.DataFrame(con.execute(
         f"SELECT {_int('ci.connectionId')}, {_int('p.name')}, {_int('p.callchainId')} "
         "FROM PYTORCH_API p JOIN CONNECTION_IDS ci ON ci.id = p.connectionId").fetchall(),
@@ -201,24 +250,28 @@ def _attach_stacks(con: sqlite3.Connection, strings: dict, df: pl.DataFrame) -> 
         "FROM PYTORCH_CALLCHAINS").fetchall(),
         schema={"chain": pl.Int64, "frame": pl.Int64, "depth": pl.Int64}, orient="row")
     if api.height == 0:
-        return df
+        return df, ""
     frames = (chains.with_columns(pl.col("frame").replace_strict(strings, default=None,
                                                                  return_dtype=pl.Utf8))
               .drop_nulls("frame").sort("chain", "depth")
               .group_by("chain", maintain_order=True).agg(pl.col("frame").str.join(";")
                                                           .alias("__stack")))
+    if (frames["__stack"].str.len_bytes().sum() or 0) > MAX_STACK_TEXT:
+        return df, (f"PYTORCH_CALLCHAINS makes more than {MAX_STACK_TEXT >> 20} MiB of call "
+                    "stacks (frames repeated: damage): no call stacks read")
     api = (api.unique("connection_id", keep="first")
            .with_columns(pl.col("launch").replace_strict(strings, default=None,
                                                          return_dtype=pl.Utf8).alias("launch_op"))
            .join(frames, on="chain", how="left").select("connection_id", "launch_op", "__stack"))
     out = df.join(api, on="connection_id", how="left", maintain_order="left")
-    return out.with_columns(pl.col("__stack").alias("stack")).drop("__stack")
+    return out.with_columns(pl.col("__stack").alias("stack")).drop("__stack"), ""
 
 
 def _facts(con: sqlite3.Connection, tables: set[str], strings: dict) -> dict:
     facts: dict = {}
     if "NPU_INFO" in tables:
-        row = con.execute("SELECT name FROM NPU_INFO LIMIT 1").fetchone()
+        row = con.execute(f"SELECT name FROM NPU_INFO WHERE typeof(name) = 'text' AND "
+                          f"length(name) <= {MAX_CELL_TEXT} LIMIT 1").fetchone()
         if row and isinstance(row[0], str) and row[0].strip():
             facts["soc"] = row[0].strip()
     if "AICORE_FREQ" in tables:

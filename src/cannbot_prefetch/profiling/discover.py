@@ -47,6 +47,9 @@ def discover(path: Path, rank: int | None = None, run: str | None = None) -> Dis
         raise InputError("no such file or directory", path=str(path))
     if path.is_file():
         return Discovery(unit=file_unit(path))
+    if not path.is_dir():
+        raise InputError("is neither a regular file nor a folder (a FIFO or device would block "
+                         "the reader): not a profile", path=str(path))
     units = find_units(path)
     if not units:
         raise InputError("no profile found here", path=str(path),
@@ -102,28 +105,34 @@ def _as_unit(path: Path) -> Unit | None:
         for pattern, layout in (("kernel_details.csv", "ascend_pt"),
                                 ("ascend_pytorch_profiler*.db", "ascend_pt_db"),
                                 ("trace_view.json", "trace_view")):
-            hits = sorted(base.glob(pattern))
+            hits = _files(base.glob(pattern))
             if hits:
                 return Unit(path, "ascend_pt", (hits[0],), layout)
         inner = [u for u in (_as_unit(p) for p in sorted(path.glob("PROF_*"))) if u]
         if inner:
             return Unit(path, "ascend_pt", inner[0].files, inner[0].layout)
         return None
-    new = sorted((path / "mindstudio_profiler_output").glob("op_summary_*.csv"))
+    new = _files((path / "mindstudio_profiler_output").glob("op_summary_*.csv"))
     if new:
         return Unit(path, "msprof", _order_slices(new), "msprof")
     devices = sorted(path.glob("device_*"), key=_device_number)
     for dev in devices:
-        old = sorted((dev / "summary").glob("op_summary_*.csv"))
+        old = _files((dev / "summary").glob("op_summary_*.csv"))
         if old:
             return Unit(path, "msprof", _order_slices(old), "msprof_old")
     return None
 
 
+def _files(paths) -> list[Path]:
+    """Regular files only, sorted: a FIFO or device named like an export would block open()
+    forever, a folder would fail it."""
+    return sorted(p for p in paths if p.is_file())
+
+
 def _loose_file(path: Path) -> Unit | None:
     for pattern in ("kernel_details*.csv", "op_summary*.csv", "ascend_pytorch_profiler*.db",
                     "trace_view.json", "*.pt.trace.json", "*.pt.trace.json.gz"):
-        hits = sorted(path.glob(pattern))
+        hits = _files(path.glob(pattern))
         if hits:
             return file_unit(hits[0])
     return None
@@ -148,7 +157,7 @@ def _device_number(p: Path) -> int:
 
 def unit_rank(unit: Unit) -> int | None:
     """rank_id from profiler_info, else a number in the folder name (`rank1_ascend_pt`)."""
-    for info in sorted(unit.root.glob("profiler_info*.json")):
+    for info in _files(unit.root.glob("profiler_info*.json")):
         data = load_small_json(info)
         rank = data.get("rank_id") if isinstance(data, dict) else None
         if isinstance(rank, int) and rank >= 0:

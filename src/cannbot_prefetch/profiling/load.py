@@ -6,6 +6,8 @@ Damage is counted, not fatal, until it passes the policy's share of bad rows.
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 
 import polars as pl
@@ -93,10 +95,23 @@ def _borrow_stacks(df: pl.DataFrame, trace: Path, limits: "Limits",
         notes.append(f"trace_view.json is {size / 1e6:.0f} MB (> {limits.trace_bytes / 1e6:.0f} "
                      "MB, profiling.max_trace_mb): call stacks not attached; export fewer steps")
         return df
-    df, attached = attach_trace_stacks(df, trace, limits.trace_bytes)
+    with _unicode_checked(trace):
+        df, attached = attach_trace_stacks(df, trace, limits.trace_bytes)
     if attached:
         notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
     return df
+
+
+@contextlib.contextmanager
+def _unicode_checked(path: Path):
+    """A JSON string may escape half a surrogate pair (`"\\udc80"`): Python's decoder keeps it,
+    no column can hold it. An input error naming the file, not an internal one."""
+    try:
+        yield
+    except UnicodeEncodeError as exc:
+        raise InputError(f"holds a string that is not valid Unicode ({exc.reason}: "
+                         f"{exc.object[exc.start:exc.end]!r}); not a trace the profiler wrote",
+                         path=str(path)) from None
 
 
 def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None,
@@ -107,7 +122,8 @@ def _read(unit: Unit, samples_kept: int, keep: frozenset[str] | None,
     if unit.layout == "trace_view":
         from .trace_reader import read_trace_rows  # json parsing only when a trace is read
         limits.check_size(unit.files[0], limits.trace_bytes, "profiling.max_trace_mb")
-        return read_trace_rows(unit.files[0], _source(unit, unit.files[0]), limits.trace_bytes)
+        with _unicode_checked(unit.files[0]):
+            return read_trace_rows(unit.files[0], _source(unit, unit.files[0]), limits.trace_bytes)
     for f in unit.files:
         limits.check_size(f, limits.table_bytes, "profiling.max_table_mb")
     parts = [read_csv_rows(f, _source(unit, f), samples_kept, keep, limits.columns)

@@ -67,9 +67,9 @@ def read_meta(root: Path, search_root: Path | None = None) -> Meta:
 
 
 def _profiler_infos(root: Path) -> list[Path]:
-    found = sorted(root.glob("profiler_info*.json"))
+    found = sorted(p for p in root.glob("profiler_info*.json") if p.is_file())
     if not found and root.name == "ASCEND_PROFILER_OUTPUT":
-        found = sorted(root.parent.glob("profiler_info*.json"))
+        found = sorted(p for p in root.parent.glob("profiler_info*.json") if p.is_file())
     return found
 
 
@@ -78,7 +78,7 @@ def _device_infos(root: Path, max_depth: int) -> list[Path]:
     found: list[Path] = []
     for depth in range(0, max_depth + 1):
         pattern = "/".join(["*"] * depth + ["device_*", "info.json*"])
-        found.extend(sorted(root.glob(pattern)))
+        found.extend(sorted(p for p in root.glob(pattern) if p.is_file()))
         if found:
             break
     return found
@@ -87,11 +87,13 @@ def _device_infos(root: Path, max_depth: int) -> list[Path]:
 def load_small_json(path: Path):
     """A small metadata JSON (a BOM tolerated); None when unreadable, huge or not JSON, since
     metadata only ever adds facts: its damage never costs the kernels."""
+    from ..errors import InputError
+    from ..inputfile import read_regular
+
     try:
-        if path.stat().st_size > _MAX_META_BYTES:
-            return None
-        return json.loads(path.read_text(encoding="utf-8-sig", errors="replace"))
-    except (OSError, ValueError, RecursionError):
+        raw = read_regular(path, "metadata", _MAX_META_BYTES)
+        return json.loads(raw.decode("utf-8-sig", errors="replace"))
+    except (InputError, OSError, ValueError, RecursionError):
         return None
 
 

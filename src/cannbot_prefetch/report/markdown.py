@@ -9,6 +9,8 @@ came from. Chinese uses the workflow's terms (目标算子, 依赖窗口, 关键
 
 from __future__ import annotations
 
+import re
+
 from .build import ReportData
 from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _mib, _stat
 from .md_validations import _item6
@@ -38,7 +40,7 @@ def render(d: ReportData, lang: str, files: dict[str, str]) -> str:
     _item7(d, t, w, files)
     _how_to_run(d, t, w, files)
     _sources(d, t, w)
-    return "\n".join(out).rstrip() + "\n"
+    return plain("\n".join(out)).rstrip() + "\n"
 
 
 def _inputs(d: ReportData, t, w, files) -> None:
@@ -67,9 +69,29 @@ def _inputs(d: ReportData, t, w, files) -> None:
     w("")
 
 
+_CONTROL = {c: None for c in (*range(0x20), *range(0x7f, 0xa0)) if c != 0x0a}
+
+
+_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def plain(text: str) -> str:
+    """Without control characters (terminal escapes that retitle or clear a terminal when the
+    report is printed, BEL, CR...); newlines kept."""
+    return text.translate(_CONTROL)
+
+
+def md(value) -> str:
+    """Free text from a plan or a profile as one Markdown table/line cell: on one line, no
+    control characters, `|` escaped, no raw HTML: a `<` that could open a tag or comment is
+    `&lt;` (`<script>` shows as text; `a < b` stays as written)."""
+    text = " ".join(plain(str(value).replace("\t", " ")).splitlines())
+    return _TAG.sub("&lt;", text.replace("|", "\\|"))
+
+
 def _sig(site) -> str:
     s = site.evidence.get("signature") or {}
-    return f"{s.get('type', '?')} `{s.get('input_shapes', '?')}` {s.get('dtypes', '')}"
+    return f"{md(s.get('type', '?'))} `{md(s.get('input_shapes', '?'))}` {md(s.get('dtypes', ''))}"
 
 
 def _item1(d: ReportData, t, w) -> None:
@@ -81,19 +103,20 @@ def _item1(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         ev = s.evidence
         sig = _sig(s) if ev.get("signature") else unknown
-        verdict = (f"{ev.get('verdict') or '–'} / {ev.get('measured_verdict') or '–'}"
+        verdict = (f"{md(ev.get('verdict') or '–')} / {md(ev.get('measured_verdict') or '–')}"
                    if ev.get("verdict") else t.k('report.md.named_with_target'))
         mean = _f(ev.get("mean_us")) if ev.get("mean_us") is not None else unknown
         w(f"| `{s.id}` | `{s.target.cls}.{s.target.attr}` | {sig} | {s.mapping} | {verdict} | {mean} |")
     src = d.plan.created_from.get("profile")
     w("")
-    w(t.k('report.md.source_the_plan_s_evidence_measured', p0=src) if src
+    w(t.k('report.md.source_the_plan_s_evidence_measured', p0=md(src)) if src
       else t.k('report.md.source_manual_no_profile'))
     if d.plan.rejections:
         w("")
         w(t.k('report.md.candidates_not_planned'))
         for r in d.plan.rejections[:10]:
-            w(f"- {r.get('signature', '?')}: {r.get('reason_code', '')} — {r.get('reason', '')}")
+            w(f"- {md(r.get('signature', '?'))}: {md(r.get('reason_code', ''))} — "
+              f"{md(r.get('reason', ''))}")
     w("")
 
 
@@ -135,9 +158,9 @@ def _item3(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         win = s.evidence.get("window") or {}
         bm = d.baseline.site(s.id) if d.baseline is not None else None
-        ops = ", ".join(map(str, win.get("ops") or [])) or "–"
-        w(f"| `{s.id}` | `{s.dependency}` | {ops} | {win.get('start', '–')} | {_f(win.get('time_us'))} | "
-          f"{win.get('reason', '–')} | {_stat(bm.window) if bm else '–'} |")
+        ops = md(", ".join(map(str, win.get("ops") or [])) or "–")
+        w(f"| `{s.id}` | `{s.dependency}` | {ops} | {md(win.get('start', '–'))} | "
+          f"{_f(win.get('time_us'))} | {md(win.get('reason', '–'))} | {_stat(bm.window) if bm else '–'} |")
     w("")
     w(t.k('report.md.a_window_is_a_light_predecessor'))
     w("")
@@ -147,13 +170,13 @@ def _item4(d: ReportData, t, w) -> None:
     sw = d.plan.switch
     w(t.k('report.md.4_switches_and_code_path'))
     w("")
-    cfg = f"`{sw.config_file}` → " if sw.config_file else ""
+    cfg = f"`{md(sw.config_file)}` → " if sw.config_file else ""
     w(t.k('report.md.switch_default_config_key_model_init', p0=sw.name, p1=sw.default, p2=cfg, p3=sw.config_path, p4=d.plan.mode))
     w("")
     w(t.k('report.md.site_file_inserted_in_anchor_weight'))
     w("|---|---|---|---|---|---|---|")
     for s in d.plan.sites:
-        w(f"| `{s.id}` | `{s.target.file}` | `{s.insert.cls}.{s.insert.method}` | {s.insert.position} "
+        w(f"| `{s.id}` | `{md(s.target.file)}` | `{s.insert.cls}.{s.insert.method}` | {s.insert.position} "
           f"`{s.insert.anchor_call}` | `{s.target.weight_expr}` | `{s.join.cls}.{s.join.method}` {s.join.where} | "
           f"`{decode_guard_text(s)}` |")
     w("")
@@ -167,7 +190,7 @@ def _item5(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         b = s.basis
         dims = " × ".join(str(x) for x in b.dims)
-        w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=b.formula or 'dims*b*c', p5=_mib(s.max_size), p6=b.bound_by))
+        w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=md(b.formula or 'dims*b*c'), p5=_mib(s.max_size), p6=md(b.bound_by)))
         for c in b.caps:
             risk = "" if c.binding else t.k('report.md.risk_not_binding')
             w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + c.note) if c.note else ''}")
@@ -208,7 +231,7 @@ def _item7(d: ReportData, t, w, files) -> None:
     for s in d.plan.sites:   # what analyze found about this site (overlaps, optimism, ...)
         for n in s.evidence.get("notes", []) or []:
             if str(n).startswith(("risk:", "optimistic")):
-                w(f"- `{s.id}`: {n}")
+                w(f"- `{s.id}`: {md(n)}")
     w("")
 
 

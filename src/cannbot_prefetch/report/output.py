@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..atomic import write_atomic
+from ..atomic import write_set
+from ..errors import InputError
 from ..plan import dump_plan
 from .abscript import ab_script
 from .build import ReportData
@@ -56,9 +57,12 @@ def render_outputs(d: ReportData, out: Path, lang: str) -> dict[Path, str | byte
     return result
 
 
-def write_outputs(outputs: dict[Path, str | bytes]) -> list[str]:
-    written = []
-    for path, data in outputs.items():
-        write_atomic(path, data)
-        written.append(str(path))
-    return written
+def write_outputs(outputs: dict[Path, str | bytes], keep=()) -> list[str]:
+    """Write the set as one unit (atomic.write_set); InputError when an output would replace
+    a file in `keep` (the plan, the model files it names: `report --out` must not clobber them)."""
+    kept = {Path(k).resolve() for k in keep}
+    for path in outputs:
+        if Path(path).resolve() in kept:
+            raise InputError("report --out would overwrite the plan or a model file it names: "
+                             "choose another --out", path=str(path))
+    return write_set(outputs)

@@ -21,15 +21,39 @@ def _companions(profile) -> dict:
     return {"step_times": read_step_times(root), "l2_cache": read_l2_cache(root)}
 
 
-def plan_hardware(plan, hardware: str | None, info=None):
+def _readable_hw_file(name: str, plan_path) -> bool:
+    """Whether a hardware file the plan names may be read: a part name always; a file only
+    under the project root (apply's rule, rewrite/root.py), the shipped profiles or the
+    user's calibrated ones (hardware.user_dir) - a plan may not make report read anything else."""
+    from .. import hardware as hwmod
+    from ..hardware.profiles import _is_file_ref
+    from ..rewrite.root import project_root
+    from ..settings import configs_dir
+
+    if not _is_file_ref(name):
+        return True
+    if plan_path is None:
+        return False
+    real = Path(name).expanduser().resolve()      # as hardware.load reads it
+    homes = (project_root(Path(plan_path)), (configs_dir() / "hardware").resolve(),
+             hwmod.user_dir().resolve())
+    return any(real.is_relative_to(h) for h in homes)
+
+
+def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
     """The part the report computes with: `--hardware` when given, else the plan's
     (`created_from.hardware`, with the overrides analyze recorded), else detected from the
-    baseline. `detected_from` says which, so report.md can name it."""
+    baseline. `detected_from` says which, so report.md can name it. A file the plan names is
+    read only where `_readable_hw_file` allows."""
     from dataclasses import replace
 
     from .. import hardware as hwmod
 
     planned = str((plan.created_from or {}).get("hardware") or "")
+    if planned and not hardware and not _readable_hw_file(planned, plan_path):
+        raise InputError(f"created_from.hardware {planned!r} is a file outside the project, "
+                         "the shipped profiles and the calibrated ones: not read",
+                         path=str(plan_path), hint="pass --hardware NAME or FILE.yaml")
     if hardware:
         hw = hwmod.resolve(hardware, info)
         also = f" (the plan was made for {planned})" if planned and not hw.matches(planned) else ""
@@ -41,6 +65,8 @@ def plan_hardware(plan, hardware: str | None, info=None):
     except InputError:
         hw = None
     recorded = str((plan.created_from or {}).get("hardware_file") or "")
+    if recorded and not _readable_hw_file(recorded, plan_path):
+        recorded = ""
     if recorded and (hw is None or Path(hw.path or "").resolve() != Path(recorded).resolve()):
         try:
             hw = hwmod.load(recorded)
@@ -76,7 +102,7 @@ def read_report(plan_path, baseline, *, optimized=None, verify_result=None, hard
         raise InputError("--optimized needs --baseline (the profile with the switch off)")
     base = load_profile(baseline, rank=rank, steps=steps) if baseline is not None else None
     opt = load_profile(optimized, rank=rank, steps=steps) if optimized is not None else None
-    hw = plan_hardware(plan, hardware, base.info if base is not None else None)
+    hw = plan_hardware(plan, hardware, base.info if base is not None else None, plan_path)
     comps = {"baseline": _companions(base)} if base is not None else {}
     if opt is not None:
         comps["optimized"] = _companions(opt)

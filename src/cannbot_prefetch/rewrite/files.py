@@ -39,7 +39,7 @@ from .helper import HELPER_NAME, helper_source, is_ours
 from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers, marked_ids,
                       strip_ids, strip_markers, strip_yaml_markers)
 from .root import project_root, under_root
-from .write import BACKUP_DIR, read_text
+from .write import read_text, state_dir
 
 SHARED_TAGS = {IMPORT_TAG, SWITCH_TAG, JOIN_TAG, LINK_TAG}
 
@@ -67,10 +67,25 @@ def _check_hash(path: Path, text: str, sites, revert: bool) -> str | None:
             f"current file")
 
 
+# A project folder may be someone else's clone: its git config can name commands (core.fsmonitor,
+# hooks, clean filters) that a plain `git status` runs. These switch off the first two and keep
+# status from writing the index (no post-index-change hook) or entering submodules; a repository
+# whose config defines a filter is not asked at all (a filter cannot be switched off).
+_GIT = ("git", "--no-optional-locks", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+        "-c", "core.untrackedCache=false")
+
+
 def _git_dirty(path: Path) -> bool:
+    """Whether git reports uncommitted changes to `path`, asked without running anything the
+    repository configures (see _GIT); False when git is absent or that cannot be promised."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*_GIT, *args], cwd=path.parent, capture_output=True, text=True,
+                              timeout=10, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
-                             capture_output=True, text=True, timeout=10)
+        conf = git("config", "--list", "--name-only")
+        if conf.returncode != 0 or any(k.startswith("filter.") for k in conf.stdout.split()):
+            return False
+        out = git("status", "--porcelain", "--ignore-submodules=all", "--", path.name)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0 and bool(out.stdout.strip())
@@ -87,8 +102,8 @@ def _other_users(helper_path: Path, mine: set[Path]) -> list[Path]:
     """Other model files in the helper's folder that import it (another plan's)."""
     out = []
     for f in sorted(helper_path.parent.glob("*.py")):
-        if f == helper_path or f.absolute() in mine or f.resolve() in mine:
-            continue
+        if f == helper_path or f.absolute() in mine or f.resolve() in mine or not f.is_file():
+            continue        # (a FIFO named *.py would block the read)
         try:
             if f.stat().st_size > (8 << 20):
                 continue
@@ -193,6 +208,7 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 
     any_applied = any(r.applied for r in results)
     if helper_path is not None:
+        _helper_name_free(helper_path)
         old = read_text(helper_path, "helper") if helper_path.is_file() else None
         if old is not None and not is_ours(old):
             raise InputError("exists and was not written by cannbot-prefetch: choose another "
@@ -220,6 +236,8 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
 
     if plan.switch.config_file:
         lex, cfg = under_root(plan_path, plan.switch.config_file, top, "switch.config_file")
+        _config_file_allowed(lex, cfg, top, set(by_file) | {plan_path.resolve()}
+                             | ({helper_path.resolve()} if helper_path else set()))
         if not cfg.is_file():
             raise InputError("switch.config_file not found", path=str(lex))
         old = read_text(cfg, "switch.config_file")
@@ -234,11 +252,43 @@ def prepare(plan_path: str | os.PathLike, *, revert: bool = False,
                    status_after=status_after)
 
 
+_VCS_DIRS = frozenset({".git", ".hg", ".svn", ".bzr", ".cannbot-prefetch"})
+_CONFIG_SUFFIXES = (".yaml", ".yml")     # the one config format config_switch.py writes
+
+
+def _config_file_allowed(lex: Path, real: Path, top: Path, others: set[Path]) -> None:
+    """switch.config_file names a YAML runner config: never VCS metadata or the tool's state
+    (git breaks, or the lock and backups land there), never a file the plan also rewrites or
+    the plan itself (one edit would silently undo the other)."""
+    where = "switch.config_file"
+    for p in (lex, real):
+        inside = p.relative_to(top) if p.is_relative_to(top) else p
+        if _VCS_DIRS & set(inside.parts[:-1]):
+            raise InputError(f"{where} lies in version-control metadata or the tool's state "
+                             "folder: name the runner's YAML config", path=str(lex))
+        if p.suffix.lower() not in _CONFIG_SUFFIXES:
+            raise InputError(f"{where} must be a YAML runner config (.yaml or .yml): the switch "
+                             "is written as a YAML key", path=str(lex))
+    if real in others:
+        raise InputError(f"{where} is a file the plan also writes (a model file, the helper or "
+                         "the plan itself): name the runner's YAML config", path=str(lex))
+
+
+def _helper_name_free(helper_path: Path) -> None:
+    """The helper is imported by its module name: a folder (a package, or anything not a
+    regular file) of that name beside it would shadow it or break the write."""
+    pkg = helper_path.with_suffix("")
+    if pkg.is_dir() or (os.path.lexists(helper_path) and not helper_path.is_file()):
+        raise InputError(f"a folder or package named {pkg.name} is in the way of the helper "
+                         f"module (`import {pkg.name}` would find it, or the helper cannot be "
+                         "written there): rename it or choose --helper", path=str(helper_path))
+
+
 def _matching_backup(path: Path, sites) -> str | None:
     """The newest backup of `path` that is the planned file (for --revert when markers are gone)."""
     expected = {s.source_sha256 for s in sites if s.source_sha256}
-    folder = path.parent / BACKUP_DIR
-    for b in sorted(folder.glob(f"{path.name}.*.bak"), reverse=True) if folder.is_dir() else []:
+    folder = state_dir(path.parent, "backup", create=False)
+    for b in sorted(folder.glob(f"{path.name}.*.bak"), reverse=True) if folder else []:
         text = b.read_bytes().decode("utf-8", errors="replace")
         if _sha(text) in expected:
             return text

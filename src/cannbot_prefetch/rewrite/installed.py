@@ -49,6 +49,8 @@ def unwritable(path: str | os.PathLike) -> str | None:
     """Why `path` cannot be written (the file or its folder is read-only), or None."""
     p = Path(path)
     if p.exists():
+        if not p.stat().st_mode & 0o222:   # no write bit: read-only, even to root (rename
+            return f"{p} is read-only"     # would replace it whatever its mode)
         return None if os.access(p, os.W_OK) else f"{p} is not writable"
     folder = p.parent
     while not folder.exists() and folder != folder.parent:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import time
 from pathlib import Path
 
 from ..atomic import TMP_MARK, new_file_mode, stale_temps, write_atomic
-from ..errors import Conflict, SourceError
+from ..errors import Conflict, InputError, SourceError
 from ..plan import save_plan
 from .changes import Changes, FileResult
 
@@ -22,13 +23,54 @@ LOCK_NAME = "lock"
 LOCK_WAIT_S = 60.0
 
 
+MAX_SOURCE_BYTES = 64 << 20   # the largest transformers modeling file is ~0.3 MB
+
+
 def read_text(path: Path, what: str) -> str:
+    """A model, config or helper file as text: a regular file (never a FIFO that would block)
+    of at most MAX_SOURCE_BYTES, UTF-8; SourceError naming the file otherwise."""
+    from ..inputfile import read_regular
+
+    data = read_regular(path, what, MAX_SOURCE_BYTES, SourceError)
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{what} is not UTF-8 text (byte {exc.start})", path=str(path)) from None
+
+
+def state_dir(folder: Path, *sub: str, create: bool = True) -> Path | None:
+    """`<folder>/.cannbot-prefetch[/sub...]`, each part a real folder (made when absent and
+    `create`; else None when absent). A part that is a symlink or no folder is refused: the
+    project may be someone else's clone, and a linked state folder would send the lock and the
+    backups wherever it points (issue 33)."""
+    d = Path(folder)
+    for part in (STATE_DIR, *sub):
+        d = d / part
+        if create:
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise InputError(f"cannot create the state folder ({exc.strerror})",
+                                 path=str(d)) from None
+        try:
+            mode = os.lstat(d).st_mode
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISDIR(mode):
+            raise InputError("is a symlink or not a folder: cannbot-prefetch keeps its lock and "
+                             "backups only in a real folder inside the project; remove it",
+                             path=str(d))
+    return d
+
+
+def _open_lock(lock: Path) -> int:
+    try:
+        return os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     except OSError as exc:
-        raise SourceError(f"{what} cannot be read ({exc.strerror})", path=str(path)) from None
+        why = "is a symlink" if os.path.islink(lock) else exc.strerror
+        raise InputError(f"cannot open the lock file ({why}); remove it", path=str(lock)) from None
 
 
 @contextlib.contextmanager
@@ -38,9 +80,8 @@ def locked(folders):
     held = []
     try:
         for folder in sorted({Path(f) for f in folders}):
-            lock = folder / STATE_DIR / LOCK_NAME
-            lock.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            lock = state_dir(folder) / LOCK_NAME
+            fd = _open_lock(lock)
             held.append(fd)
             deadline = time.monotonic() + LOCK_WAIT_S
             while True:
@@ -59,7 +100,12 @@ def locked(folders):
 
 
 def _backup(path: Path, text: str, stamp: str) -> Path:
-    dest = path.parent / BACKUP_DIR / f"{path.name}.{stamp}.bak"
+    """A new backup, never over an older one (the first original is kept however fast the
+    runs come): `<name>.<stamp>.bak`, else `<name>.<stamp>-<n>.bak`."""
+    folder = state_dir(path.parent, "backup")
+    dest, n = folder / f"{path.name}.{stamp}.bak", 1
+    while os.path.lexists(dest):
+        dest, n = folder / f"{path.name}.{stamp}-{n:04d}.bak", n + 1
     write_atomic(dest, text)
     return dest
 
@@ -118,8 +164,8 @@ def _stale(changes: Changes) -> set[Path]:
     out |= set(stale_temps(Path(changes.plan_path).absolute()))
     for f in changes.files:
         p = f.write_path
-        backups = p.parent / BACKUP_DIR
-        if backups.is_dir():
+        backups = state_dir(p.parent, "backup", create=False)
+        if backups is not None:
             out |= set(backups.glob(f".{p.name}.*.bak{TMP_MARK}*"))
     return out
 

@@ -30,21 +30,32 @@ from typing import Any
 from ..errors import InputError
 
 SEED = 0
+MAX_CONFIG_BYTES = 16 << 20   # a transformers config.json is a few KiB
 
 
-def build(plan_path: str | Path, config_path: str | Path | None) -> tuple[Any, Any]:
-    """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step."""
+def build(plan_path: str | Path, config_path: str | Path | None,
+          root: str | Path | None = None) -> tuple[Any, Any]:
+    """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step.
+
+    The model file is a path the plan names, so it obeys apply's root rule (rewrite/root.py)
+    before anything is imported: a plan may not make verify run a module outside the project."""
     import torch
 
-    from ..plan import load_plan, resolve_source
+    from ..plan import load_plan
+    from ..rewrite.root import project_root, under_root
 
+    plan_path = Path(plan_path)
     plan = load_plan(plan_path)
     if not plan.sites:
         raise InputError("the plan has no sites: nothing to verify", path=str(plan_path))
-    model_file = resolve_source(plan_path, plan.sites[0].target.file).resolve()
-    cfg_file = _config_file(config_path, model_file, Path(plan_path))
+    top = project_root(plan_path, root)
+    site = plan.sites[0]
+    _, model_file = under_root(plan_path, site.target.file, top, f"site {site.id}: target.file")
+    if not model_file.is_file():
+        raise InputError(f"site {site.id}: target.file not found", path=str(model_file))
+    cfg_file = _config_file(config_path, model_file, plan_path)
     data = _read_config(cfg_file)
-    module = load_model_module(model_file, data)
+    module = load_model_module(model_file, data, top)
     model_cls = _model_class(module, data, model_file)
     config = _make_config(model_cls, module, tiny_config(data), cfg_file)
     torch.manual_seed(SEED)
@@ -74,9 +85,11 @@ def _config_file(given, model_file: Path, plan_path: Path) -> Path:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
+    from ..inputfile import read_regular
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_regular(path, "model config", MAX_CONFIG_BYTES).decode("utf-8"))
+    except (RecursionError, ValueError) as exc:
         raise InputError(f"not a readable JSON config ({exc})", path=str(path)) from None
     if not isinstance(data, dict):
         raise InputError("config.json is not a JSON object", path=str(path))
@@ -171,23 +184,25 @@ def _relative_imports(path: Path) -> bool:
                for n in ast.walk(tree))
 
 
-def _dotted_on_sys_path(path: Path) -> str | None:
-    """`pkg.sub.mod` when `path` lies in a package chain rooted on sys.path."""
+def _dotted_on_sys_path(path: Path, root: Path) -> str | None:
+    """`pkg.sub.mod` when `path` lies in a package chain rooted on sys.path, every package of
+    it under `root` (importing the chain runs each `__init__.py`)."""
     parts = [path.stem]
     folder = path.parent
-    while (folder / "__init__.py").is_file():
+    while (folder / "__init__.py").is_file() and folder != root and root in folder.parents:
         parts.insert(0, folder.name)
         folder = folder.parent
     roots = {Path(p or ".").resolve() for p in sys.path}
     return ".".join(parts) if len(parts) > 1 and folder.resolve() in roots else None
 
 
-def load_model_module(path: Path, data: dict[str, Any]):
-    """Import the model file. Its folder goes on sys.path (the helper module sits beside it)."""
+def load_model_module(path: Path, data: dict[str, Any], root: Path):
+    """Import the model file (under `root`, checked by the caller). Its folder, under the root
+    too, goes on sys.path (the helper module sits beside it)."""
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    dotted = _dotted_on_sys_path(path)
+    dotted = _dotted_on_sys_path(path, root)
     if dotted is not None:
         return importlib.import_module(dotted)
     package = _home_package(path, data) if _relative_imports(path) else None
