@@ -38,6 +38,7 @@ def scan_structure(ms: ModelSource) -> None:
         if init is None:
             continue
         local_lists = _local_appends(init.stmts)
+        class_params = _class_defaults(init)
         for s in init.stmts:
             appended = _list_append(s)
             av = assign_value(s) or appended
@@ -50,6 +51,7 @@ def scan_structure(ms: ModelSource) -> None:
                 continue
             for call, in_list in _module_calls(value, local_lists):
                 child = callee_name(call)
+                child = class_params.get(child, child)
                 if child in ms.classes:
                     ms.children.setdefault((cname, attr), child)
                     alts = ms.alternatives.setdefault((cname, attr), [])
@@ -59,6 +61,16 @@ def scan_structure(ms: ModelSource) -> None:
                         ms.list_children.add((cname, attr))
                     ms.ctor_args.setdefault(child, (list(call.args), cname))
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
+
+
+def _class_defaults(init) -> dict[str, str]:
+    """Parameters whose default is a class the layer instantiates (vLLM's
+    `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`)."""
+    fn = init.node
+    if fn is None:
+        return {}
+    return {p.name.value: p.default.value for p in (*fn.params.params, *fn.params.kwonly_params)
+            if isinstance(p.default, cst.Name) and p.default.value[:1].isupper()}
 
 
 def _local_appends(stmts) -> dict[str, list[cst.BaseExpression]]:
