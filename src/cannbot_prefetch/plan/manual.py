@@ -82,7 +82,9 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
 
 def _call_name(e) -> str:
     """`Qwen2MLP.act_fn` for a module call, the function's name for a function call."""
-    return f"{e.owner}.{e.attr}" if e.attr else (e.leaf.call or "a function")
+    if e.owner and e.attr:
+        return f"{e.owner}.{e.attr}"
+    return e.attr or e.leaf.call or "a function"
 
 
 def _manual_windows(opts: PlanOptions) -> list[str | None]:
