@@ -98,3 +98,11 @@ def _maybe(ev, node) -> Any:
 def moe_weights() -> tuple[str, str]:
     w13, w2 = table()["moe_weights"]
     return w13, w2
+
+
+def flat_tokens(ms) -> bool:
+    """Whether the model is a serving engine's (its linears are the engine's layers): its
+    forward takes every sequence's tokens flat, [num_tokens, ...] (vLLM's `input_ids`,
+    `positions`), not batch-first [B, S, ...]."""
+    layers = table()["layers"]
+    return any(lin.ctor in layers or lin.ctor == "FusedMoE" for lin in ms.linears.values())
