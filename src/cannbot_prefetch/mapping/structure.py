@@ -50,9 +50,9 @@ def scan_structure(ms: ModelSource) -> None:
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
                 continue
             for call, in_list in _module_calls(value, local_lists):
-                child = callee_name(call)
-                child = class_params.get(child, child)
-                if child in ms.classes:
+                for child in class_params.get(callee_name(call), [callee_name(call)]):
+                    if child not in ms.classes:
+                        continue
                     ms.children.setdefault((cname, attr), child)
                     alts = ms.alternatives.setdefault((cname, attr), [])
                     if child not in alts:
@@ -63,14 +63,32 @@ def scan_structure(ms: ModelSource) -> None:
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
 
 
-def _class_defaults(init) -> dict[str, str]:
-    """Parameters whose default is a class the layer instantiates (vLLM's
-    `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`)."""
+def _class_defaults(init) -> dict[str, list[str]]:
+    """Names that hold a class the layer instantiates: a parameter's default (vLLM's
+    `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`) and a local
+    assigned a class in branches (`attn_cls = DeepseekAttention` / `= DeepseekV2MLAAttention`):
+    every class it may hold."""
     fn = init.node
     if fn is None:
         return {}
-    return {p.name.value: p.default.value for p in (*fn.params.params, *fn.params.kwonly_params)
-            if isinstance(p.default, cst.Name) and p.default.value[:1].isupper()}
+    out: dict[str, list[str]] = {}
+    for p in (*fn.params.params, *fn.params.kwonly_params):
+        if isinstance(p.default, cst.Name) and p.default.value[:1].isupper():
+            out.setdefault(p.name.value, []).append(p.default.value)
+    for node in _walk(fn.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Name) \
+                and node.value.value[:1].isupper():
+            alts = out.setdefault(node.targets[0].target.value, [])
+            if node.value.value not in alts:
+                alts.append(node.value.value)
+    return out
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _local_appends(stmts) -> dict[str, list[cst.BaseExpression]]:
