@@ -62,3 +62,19 @@ def test_head_dim_from_config_through_getattr(head_dim):
     d = _dims(1, head_dim=head_dim)
     assert d["KwAttention.qkv_proj"] == ((8 + 2 + 2) * 64, 256)
     assert d["KwAttention.o_proj"] == (256, 8 * 64)
+
+
+BRANCH = FIX.parent / "branch_attn_vllm.py"
+
+
+def test_class_picked_in_branches_and_imported_under_another_name():
+    """`attn_cls = BrLatent` / `= BrMHA` then `attn_cls(...)`: both classes are built with the
+    call's arguments; `from .qwen2_vllm import Qwen2MLP as BrMLP` is known as BrMLP."""
+    cfg = {**CFG, "hidden_act": "silu"}
+    ms = load_model_source(BRANCH, cfg, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["BrMHA.qkv_proj"] == ((4 + 4 + 4) * 32, 256)        # 8 heads of 32, kv = heads
+    assert d["BrMHA.o_proj"] == (256, 128)
+    assert d["BrLatent.q_a_proj"] == (64, 256)                   # replicated: 256 // 4
+    assert ms.children[("BrDecoderLayer", "mlp")] == "BrMLP"
+    assert d["BrMLP.gate_up_proj"] == (512, 256)                 # 2 x 512 / 2
