@@ -78,3 +78,18 @@ def test_class_picked_in_branches_and_imported_under_another_name():
     assert d["BrLatent.q_a_proj"] == (64, 256)                   # replicated: 256 // 4
     assert ms.children[("BrDecoderLayer", "mlp")] == "BrMLP"
     assert d["BrMLP.gate_up_proj"] == (512, 256)                 # 2 x 512 / 2
+
+
+def test_a_layer_without_a_size_argument_says_so(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from torch import nn\n"
+                   "from vllm.model_executor.layers.linear import RowParallelLinear\n\n\n"
+                   "class M(nn.Module):\n"
+                   "    def __init__(self, config):\n"
+                   "        super().__init__()\n"
+                   "        self.o_proj = RowParallelLinear(config.hidden_size)\n\n"
+                   "    def forward(self, x):\n"
+                   "        return self.o_proj(x)[0]\n")
+    lin = load_model_source(src, CFG, "config.json").linears[("M", "o_proj")]
+    assert lin.dims is None
+    assert "RowParallelLinear(...) without one of its size arguments" in lin.error

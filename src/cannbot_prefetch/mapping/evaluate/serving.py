@@ -11,6 +11,7 @@ from typing import Any, Callable
 import libcst as cst
 
 from ...settings import configs_dir, load_yaml
+from .bounds import Unsupported
 
 
 @lru_cache(maxsize=None)
@@ -35,22 +36,32 @@ def arg(call: cst.Call, spec: list) -> cst.BaseExpression | None:
     return positional[pos].value if pos is not None and pos < len(positional) else None
 
 
+def _required(ev: Callable[[cst.BaseExpression], Any], ctor: str) -> Callable:
+    """`ev` for an argument the layer needs: a call without it cannot be sized."""
+    def need(node: cst.BaseExpression | None) -> Any:
+        if node is None:
+            raise Unsupported(f"{ctor}(...) without one of its size arguments")
+        return ev(node)
+    return need
+
+
 def linear_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], tp: int
                 ) -> tuple[int, int]:
     """[N, K] of a serving linear on one of `tp` ranks. `ev` evaluates an argument (raising the
     evaluator's errors when it cannot); `disable_tp=True` keeps the full weight."""
+    opt, ev = ev, _required(ev, ctor)
     spec = table()["layers"][ctor]
     kind = spec["kind"]
     off = arg(call, [None, table()["disable_tp"]])
-    if _maybe(ev, off) is True:
+    if _maybe(opt, off) is True:
         tp = 1
     k = int(ev(arg(call, spec["input"])))
     if kind == "qkv":
         hd = int(ev(arg(call, spec["head"])))
         heads = int(ev(arg(call, spec["heads"])))
         kvn = arg(call, spec["kv_heads"])
-        kv = int(ev(kvn)) if kvn is not None else heads
-        vhd = _maybe(ev, arg(call, spec["v_head"]))
+        kv = int(opt(kvn)) if kvn is not None else heads
+        vhd = _maybe(opt, arg(call, spec["v_head"]))
         vhd = int(vhd) if isinstance(vhd, int) else hd
         kv_rank = max(kv // tp, 1)          # fewer kv heads than ranks: each rank holds a replica
         return (heads // tp) * hd + kv_rank * hd + kv_rank * vhd, k
@@ -70,13 +81,14 @@ def moe_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any],
              ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(w13 [E, 2*I/tp, H], w2 [E, H, I/tp]) of a fused-MoE layer on one rank: the layer's own
     `tp_size` / `ep_size` when the source passes them, else --moe-tp and --experts-per-rank."""
+    opt, ev = ev, _required(ev, ctor)
     spec = table()["layers"][ctor]
     e = int(ev(arg(call, spec["experts"])))
     h = int(ev(arg(call, spec["hidden"])))
     i = int(ev(arg(call, spec["intermediate"])))
-    tp = _maybe(ev, arg(call, spec["tp"]))
+    tp = _maybe(opt, arg(call, spec["tp"]))
     tp = tp if isinstance(tp, int) and tp > 0 else moe_tp
-    ep = _maybe(ev, arg(call, spec["ep"]))
+    ep = _maybe(opt, arg(call, spec["ep"]))
     if isinstance(ep, int) and ep > 0:
         e //= ep
     elif experts_per_rank:
