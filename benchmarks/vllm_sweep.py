@@ -177,6 +177,37 @@ def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
     return None          # gate_up / down: intermediate differs for shared experts / dense layers
 
 
+def family_config(src: Path) -> dict:
+    """TINY over the defaults of transformers' config class for the family (found through its
+    `*ForCausalLM` class name in transformers' causal-LM mapping), so family-specific keys exist
+    (dbrx's `d_model`, nested `attn_config`); a key the class stores under another name
+    (`attribute_map`: hidden_size -> d_model) gets TINY's value too. TINY alone when transformers
+    has no such class."""
+    try:
+        from transformers import AutoConfig
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return dict(TINY)
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)
+             and n.name.endswith("ForCausalLM")}
+    mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                  if (c if isinstance(c, str) else c[0]) in names), None)
+    if mtype is None:
+        return dict(TINY)
+    try:
+        cfg = AutoConfig.for_model(mtype)
+        base = cfg.to_dict()
+    except Exception:
+        return dict(TINY)
+    for std, stored in getattr(cfg, "attribute_map", {}).items():
+        if std in TINY and isinstance(stored, str):
+            base[stored] = TINY[std]
+    for k in ("architectures", "auto_map", "transformers_version"):
+        base.pop(k, None)
+    return {**base, **TINY}
+
+
 def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
                            "prefetch", *args], capture_output=True, text=True, timeout=timeout)
@@ -212,7 +243,7 @@ def run_family(src: Path, timeout: int) -> dict:
             if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module and \
                     (src.parent / f"{n.module}.py").is_file():
                 shutil.copy(src.parent / f"{n.module}.py", copy.parent)
-        (d / "config.json").write_text(json.dumps(TINY))
+        (d / "config.json").write_text(json.dumps(family_config(src), default=str))
         args = ["analyze", "--model-src", str(copy), "--model-config", str(d / "config.json"),
                 "--tp", str(TP), "--moe-tp", str(TP), "--max-sites", str(len(tg)),
                 "--out", str(d / "plan"), "--json"]
