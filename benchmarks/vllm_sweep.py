@@ -120,7 +120,10 @@ def targets(src: Path, follow: bool = True) -> dict[str, str]:
                     and t.value.id == "self"):
                 continue
             layer = _callee(node.value)
-            if layer in LINEAR_LAYERS:
+            if layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
+                    k.arg == "total_num_kv_heads" for k in node.value.keywords):
+                out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/no-kv")  # kv = heads
+            elif layer in LINEAR_LAYERS:
                 out.setdefault(f"{cls.name}.{t.attr}", layer)
             elif layer in MOE_LAYERS:
                 # which config key sizes the experts (mixtral: intermediate_size)
@@ -163,7 +166,8 @@ def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
         c["num_key_value_heads"]
     i, e, im = c["intermediate_size"], c["num_experts"], c["moe_intermediate_size"]
     name = attr.split(".")[-1]
-    if name == "qkv_proj" and layer == "QKVParallelLinear":
+    if name == "qkv_proj" and layer.startswith("QKVParallelLinear"):
+        kv = heads if layer.endswith("no-kv") else kv
         return ((heads // TP + 2 * max(kv // TP, 1)) * hd, h)
     if name == "o_proj" and layer == "RowParallelLinear":
         return (h, heads * hd // TP)

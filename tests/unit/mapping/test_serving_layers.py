@@ -93,3 +93,9 @@ def test_a_layer_without_a_size_argument_says_so(tmp_path):
     lin = load_model_source(src, CFG, "config.json").linears[("M", "o_proj")]
     assert lin.dims is None
     assert "RowParallelLinear(...) without one of its size arguments" in lin.error
+
+
+def test_a_zero_size_is_not_a_shape():
+    # intermediate 0 (a config that turns the MLP off): never planned as [0, ...]
+    d = _dims(1, intermediate_size=0)
+    assert d["KwMLP.gate_up_proj"] is None and d["KwMLP.down_proj"] is None

@@ -64,16 +64,24 @@ def linear_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], An
         vhd = _maybe(opt, arg(call, spec["v_head"]))
         vhd = int(vhd) if isinstance(vhd, int) else hd
         kv_rank = max(kv // tp, 1)          # fewer kv heads than ranks: each rank holds a replica
-        return (heads // tp) * hd + kv_rank * hd + kv_rank * vhd, k
+        return _positive(ctor, ((heads // tp) * hd + kv_rank * hd + kv_rank * vhd, k))
     if kind == "merged_column":
         sizes = ev(arg(call, spec["outputs"]))
-        return sum(int(s) // tp for s in sizes), k
+        return _positive(ctor, (sum(int(s) // tp for s in sizes), k))
     n = int(ev(arg(call, spec["output"])))
     if kind in ("column", "vocab"):
-        return n // tp, k
+        return _positive(ctor, (n // tp, k))
     if kind == "row":
-        return n, k // tp
-    return n, k
+        return _positive(ctor, (n, k // tp))
+    return _positive(ctor, (n, k))
+
+
+def _positive(ctor: str, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A weight with a dim of 0 or less is not a shape (a config that turns the layer off, a
+    count smaller than the ranks): not evaluable, never planned."""
+    if any(d <= 0 for d in dims):
+        raise Unsupported(f"{ctor} weight evaluates to {list(dims)}")
+    return dims
 
 
 def moe_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], moe_tp: int,
@@ -94,7 +102,7 @@ def moe_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any],
     elif experts_per_rank:
         e = min(e, experts_per_rank)
     ip = i // max(tp, 1)
-    return (e, 2 * ip, h), (e, h, ip)
+    return _positive(ctor, (e, 2 * ip, h)), _positive(ctor, (e, h, ip))
 
 
 def _maybe(ev, node) -> Any:
