@@ -106,9 +106,12 @@ def targets(src: Path, follow: bool = True) -> dict[str, str]:
     tree = ast.parse(src.read_text(encoding="utf-8"))
     imported = _imported_classes(src, tree) if follow else {}
     out: dict[str, str] = {}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}   # built, or handed on
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
         if cls.name.endswith(("ForCausalLM", "Model")):
             continue
+        if follow and cls.name not in used:
+            continue       # defined but never built in its own file (mistral's MistralMLP)
         init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
                      and m.name == "__init__"), None)
         for node in ast.walk(init) if init else ():
