@@ -73,7 +73,7 @@ def analyze(
     moe_tp: Annotated[int, typer.Option("--moe-tp", help="MoE tensor-parallel size: fused expert weights split gate_up on 2I, down on I.")] = 1,
     experts_per_rank: Annotated[Optional[int], typer.Option("--experts-per-rank", help="Experts held per rank (MoE).")] = None,
     target: Annotated[list[str], typer.Option("--target", help="Manual mode: CLASS.ATTR to prefetch (repeatable).")] = [],
-    window: Annotated[list[str], typer.Option(help="Manual mode: the dependency (a value or a module call; default: the nearest legal one). Once for every --target, or once per --target in the same order.")] = [],
+    window: Annotated[list[str], typer.Option(help="Manual mode: the dependency (a value or a module call; default: the output of the MatMul run last before the target, else after the layer's last one). Once for every --target, or once per --target in the same order.")] = [],
     dtype: Annotated[Optional[str], typer.Option(help="Weight dtype for sizes: bf16, fp16, int8, fp32 (default: the dtype the weight is declared with, else the config's).")] = None,
     mode: Annotated[str, typer.Option(help="Execution mode: eager, ge_graph, npugraph_ex.")] = "eager",
     call: Annotated[Optional[str], typer.Option("--call", help="Call form: direct (torch_npu.npu_prefetch on the current stream) or side_stream (a side stream joined later). Default: the mode's recommended one (eager, ge_graph: direct; npugraph_ex: side_stream).")] = None,

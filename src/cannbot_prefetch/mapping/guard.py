@@ -5,7 +5,8 @@ per sequence, and the call prefetches only while `tensor.shape[dim] <= max_len`.
 A value's layout is traced back through the source, never guessed from its name:
 - the model's token input (`input_ids` [B, S], `inputs_embeds` [B, S, H] of the outermost
   forward; no other input such as `use_cache` or `attention_mask`) is batch-first, the sequence
-  at dim 1;
+  at dim 1; in a serving engine's model (vLLM, SGLang: its layers build the linears) it is flat
+  [num_tokens], every sequence's tokens in one dim, so there is no per-sequence dim;
 - a parameter of an inner forward takes the layout of the argument its caller passes (the call
   path the mapping found), so `Qwen3MoeExperts.forward(hidden_states)` called with
   `hidden_states.view(-1, hidden_dim)` is known to be flattened;
@@ -28,6 +29,7 @@ from typing import Sequence
 import libcst as cst
 
 from ..pysource import Method, code_of, dotted
+from .evaluate.serving import flat_tokens
 from .source import Hop, ModelSource
 
 FLAT = -1                    # a layout with no per-sequence dim
@@ -70,6 +72,9 @@ class _Trace:
         if depth == 0:
             if name not in _MODEL_INPUTS:
                 return None, f"'{name}' is an input of {hop.cls}.{hop.method} but not a token input"
+            if flat_tokens(self.ms):
+                return FLAT, (f"'{name}' of {hop.cls}.{hop.method}: a serving engine's model "
+                              "takes every sequence's tokens flat [num_tokens], no per-sequence dim")
             return 1, (f"'{name}', an input of {hop.cls}.{hop.method}, the model's forward: "
                        "[batch, seq, ...]")
         caller = self.path[depth - 1]

@@ -10,8 +10,11 @@ class in the model source; `CLASS.sub.attr` walks submodules, inherited ones inc
     `q_proj`) makes it a cross-layer site: the next layer's weight, after this layer's module;
   - otherwise a local value (`hidden_states`): the prefetch goes right before the call that
     runs the target, in the deepest method where that value is defined, depending on it.
-Without `--window`, the nearest dependency apply accepts is used (for a down projection, the
-MLP's input).
+Without `--window`, the window starts at the output of the MatMul the forward pass runs last
+before the target (down_proj at gate_up_proj's output, gate_up_proj at the attention block's
+output), else, for a layer's first MatMul, after the layer's last one (the next layer's qkv at
+this layer's MLP output), the first such placement apply accepts; only when none is legal, the
+target's own input (a window of no op, which the plan says: `held_calls`).
 
 A target that is not in the source, or malformed, is bad input (exit 2). A target that exists but
 cannot be planned (never run by the forward pass, shape not evaluable, no insertion apply would
@@ -144,7 +147,9 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
     text = t.text or f"{t.cls}.{t.attr}"
     check = lambda p: settle(p, t.lin, accept)  # noqa: E731
     if not window:
-        pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=check)
+        pl = earliest_window(ms, events, t.t_idx, t.lin, check)
+        if pl is None:
+            pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=check)
         if isinstance(pl, str):
             raise Unplaceable(text, f"no legal dependency: {pl}")
         return pl
@@ -279,3 +284,91 @@ def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
     if not inside:
         return []
     return [e for e in events[min(inside):t_idx] if e.kind == "linear"]
+
+
+def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr, check
+                    ) -> Placement | None:
+    """Manual mode's default window (no profile): start at the output of the MatMul that runs
+    last before the target, so the window holds the light calls between them (seed 003 3a);
+    for the layer's first MatMul, after the layer's last one (cross-layer: the next layer's
+    weight). The same placement code as with a profile (`place_all`); the first candidate apply
+    accepts, nearest MatMul first. None when no candidate is legal."""
+    before = [i for i in range(t_idx - 1, -1, -1) if events[i].kind == "linear"
+              and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)]
+    from .place import layer_depth
+
+    ld = layer_depth(ms, events[t_idx].path)
+    layer = events[t_idx].path[:ld + 1] if ld is not None else None
+    after = sorted((i for i in range(t_idx + 1, len(events)) if events[i].kind == "linear"
+                    and layer is not None and events[i].path[:ld + 1] == layer),
+                   reverse=True)       # the layer's last MatMul first (its MLP output)
+    for order in (before[:3], after[:3]):
+        for w_idx in order:
+            cands = place_all(ms, events, t_idx, w_idx, "output", lin)
+            if isinstance(cands, str):
+                continue
+            for pl in cands:
+                if not _runs_with_target(ms, pl, events[t_idx]):
+                    continue
+                got = check(pl)
+                if not isinstance(got, str):
+                    return got
+    return None
+
+
+def _runs_with_target(ms: ModelSource, pl: Placement, t: Event) -> bool:
+    """Whether the insertion runs whenever the target does: no line between them leaves the
+    insertion's block (an `else:` branch, the end of an `if`), so a MatMul in another branch
+    (GPT-BigCode's cross-attention c_attn) never starts a window. Cross-layer insertions: at
+    the top level of their method."""
+    ins = pl.insert
+    m = ms.method(ins.cls, ins.method)
+    if m is None or pl.stmt is None or pl.stmt >= len(m.stmts):
+        return False
+    lines = ms.files[ms.file_of(ins.cls)].lines
+    at = m.stmts[pl.stmt]
+    indent = len(at.indent)
+    if pl.scope == "next_layer":
+        return indent == min(len(st.indent) for st in m.stmts)
+    hop = next((h for h in t.path if (h.cls, h.method) == (ins.cls, ins.method)), None)
+    if hop is None:
+        return False
+    end = m.stmts[hop.stmt].start
+    for line in lines[at.end:end]:       # lines after the insertion's statement, to the target's
+        text = line.strip()
+        if text and not text.startswith("#") and len(line) - len(line.lstrip()) < indent:
+            return False
+    return True
+
+
+def held_calls(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) -> list[Event]:
+    """The calls the forward pass runs between the insertion point and the target, in evaluation
+    order: what the prefetch can hide behind. Empty: a window of no op (the prefetch and the
+    MatMul start together). Cross-layer windows hold the rest of this layer and the next layer's
+    calls before the target."""
+    from .place import layer_depth
+    from .values import call_node
+
+    ins = pl.insert
+    m = ms.method(ins.cls, ins.method)
+    if m is None:
+        return []
+    at = next((k for k, s in enumerate(m.stmts) if call_node(s, ins.anchor_call) is not None), None)
+    if at is None:
+        return []
+    first = at if ins.position == "before" else at + 1
+    inside = [i for i in range(len(events)) if any(h.cls == ins.cls and h.method == ins.method
+                                                   and h.stmt >= first for h in events[i].path)]
+    if pl.scope == "next_layer":
+        tail = [i for i in inside if i > t_idx]
+        ld = layer_depth(ms, events[t_idx].path)
+        head = [i for i in range(t_idx) if ld is not None
+                and events[i].path[:ld + 1] == events[t_idx].path[:ld + 1]]
+        return [events[i] for i in tail + head if _leaf(ms, events[i])]
+    start = [i for i in inside if i < t_idx]
+    return [events[i] for i in range(min(start), t_idx) if _leaf(ms, events[i])] if start else []
+
+
+def _leaf(ms: ModelSource, e: Event) -> bool:
+    """A call that runs ops itself, not a submodule of the source whose calls are listed."""
+    return not (e.kind == "module" and e.child in ms.classes)

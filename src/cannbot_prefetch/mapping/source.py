@@ -210,6 +210,10 @@ def load_model_source(model_src: str | Path, config: dict[str, Any], config_path
             files[str(mf)] = view
             for name, info in view.classes.items():
                 classes.setdefault(name, (str(mf), info))
+    for view in list(files.values()):     # `from .qwen2 import Qwen2MLP as Qwen3MLP` (vLLM)
+        for a in view.aliases.values():
+            if a.name != a.original and a.name not in classes and a.original in classes:
+                classes[a.name] = classes[a.original]
     ms.attribute_map = config_aliases(folder, config.get("model_type"))
     derive_config_keys(ms)
     scan_structure(ms)

@@ -38,6 +38,7 @@ def scan_structure(ms: ModelSource) -> None:
         if init is None:
             continue
         local_lists = _local_appends(init.stmts)
+        class_params = _class_defaults(init)
         for s in init.stmts:
             appended = _list_append(s)
             av = assign_value(s) or appended
@@ -49,8 +50,9 @@ def scan_structure(ms: ModelSource) -> None:
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
                 continue
             for call, in_list in _module_calls(value, local_lists):
-                child = callee_name(call)
-                if child in ms.classes:
+                for child in class_params.get(callee_name(call), [callee_name(call)]):
+                    if child not in ms.classes:
+                        continue
                     ms.children.setdefault((cname, attr), child)
                     alts = ms.alternatives.setdefault((cname, attr), [])
                     if child not in alts:
@@ -59,6 +61,34 @@ def scan_structure(ms: ModelSource) -> None:
                         ms.list_children.add((cname, attr))
                     ms.ctor_args.setdefault(child, (list(call.args), cname))
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
+
+
+def _class_defaults(init) -> dict[str, list[str]]:
+    """Names that hold a class the layer instantiates: a parameter's default (vLLM's
+    `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`) and a local
+    assigned a class in branches (`attn_cls = DeepseekAttention` / `= DeepseekV2MLAAttention`):
+    every class it may hold."""
+    fn = init.node
+    if fn is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    for p in (*fn.params.params, *fn.params.kwonly_params):
+        if isinstance(p.default, cst.Name) and p.default.value[:1].isupper():
+            out.setdefault(p.name.value, []).append(p.default.value)
+    for node in _walk(fn.body):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Name) \
+                and node.value.value[:1].isupper():
+            alts = out.setdefault(node.targets[0].target.value, [])
+            if node.value.value not in alts:
+                alts.append(node.value.value)
+    return out
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
 
 
 def _local_appends(stmts) -> dict[str, list[cst.BaseExpression]]:

@@ -10,7 +10,8 @@ from .. import reasons
 from ..errors import InputError, SourceError
 from ..mapping import Mapped, Mapper
 from ..mapping.guard import guard_for
-from ..mapping.manual import Unplaceable, overlapped, parse_target, place_manual
+from ..mapping.manual import (Unplaceable, held_calls, overlapped, parse_target,
+                              place_manual)
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource
 from ..windows import Candidate, Rejection, find_windows
@@ -49,6 +50,16 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
         cand = windows_by_attr.get(t.lin.qualname)
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
         m_notes = [pl.note] if pl.note else []
+        held = held_calls(ms, list(t.events), pl, t.t_idx)
+        names = list(dict.fromkeys(_call_name(e) for e in held))   # if/else branches once
+        if names:
+            m_notes.append("the window holds: " + ", ".join(names[:8])
+                           + (f" (+{len(names) - 8} more)" if len(names) > 8 else ""))
+        else:
+            why = (f"warning: {text}: the window holds no op (the prefetch and the MatMul start "
+                   f"together, nothing is hidden); give --window a call that runs earlier")
+            m_notes.append(why)
+            notes.append(why)
         heavy = overlapped(ms, list(t.events), pl, t.t_idx)
         if heavy:
             names = ", ".join(f"{e.owner}.{e.attr}" for e in heavy[:6])
@@ -67,6 +78,13 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
     rej = [Rejection(text, reasons.SHAPE_UNKNOWN if exc.code == "shape_unknown"
                      else reasons.UNMAPPED, str(exc), site=text) for exc, text in rejected]
     return out, rej
+
+
+def _call_name(e) -> str:
+    """`Qwen2MLP.act_fn` for a module call, the function's name for a function call."""
+    if e.owner and e.attr:
+        return f"{e.owner}.{e.attr}"
+    return e.attr or e.leaf.call or "a function"
 
 
 def _manual_windows(opts: PlanOptions) -> list[str | None]:

@@ -43,7 +43,11 @@ def test_target_inside_return_is_planned_and_applied(modeling, tmp_path):
     src = modeling("glm")
     doc, plan = _plan(src, SMALL, ["GlmMLP.down_proj", "GlmMLP.gate_up_proj"], tmp_path)
     assert doc["rejections"] == [] and len(plan.sites) == 2
-    for s in plan.sites:
+    # the site in the MLP (gate_up_proj's default window now starts at the attention's output,
+    # in the decoder layer: issue 32)
+    in_mlp = [s for s in plan.sites if s.insert.cls == "GlmMLP"]
+    assert [s.target.attr for s in in_mlp] == ["down_proj"]
+    for s in in_mlp:
         assert (s.join.cls, s.join.method, s.join.where) == \
             ("GlmDecoderLayer", "forward", "after:self.mlp")
     out = rewrite_source(src.read_text(), plan.sites, mode=plan.mode, switch=plan.switch)
@@ -178,7 +182,9 @@ def test_dependency_is_the_receiver_of_a_method_chain(modeling, tmp_path):
     cfg = {"hidden_size": 64, "state_size": 8, "expand": 2, "conv_kernel": 4,
            "time_step_rank": 8, "intermediate_size": 128, "num_hidden_layers": 2,
            "vocab_size": 128, "model_type": "falcon_mamba"}
-    _, plan = _plan(modeling("falcon_mamba"), cfg, ["FalconMambaMixer.out_proj"], tmp_path)
+    # the value named as the window (the default now starts after the scan: issue 32)
+    _, plan = _plan(modeling("falcon_mamba"), cfg, ["FalconMambaMixer.out_proj"], tmp_path,
+                    "scan_output")
     (s,) = plan.sites
     assert (s.insert.anchor_call, s.dependency) == ("self.out_proj", "scan_output")
 

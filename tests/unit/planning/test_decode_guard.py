@@ -92,7 +92,10 @@ def test_a_flattened_dependency_guards_on_the_unflattened_input(copy_src, tmp_pa
     plan, _, _ = build_plan(None, None, hardware.load("910B3"),
                             copy_src("qwen3_moe", tmp_path),
                             examples_dir / "qwen3-moe" / "config.json",
-                            PlanOptions(targets=("Qwen3MoeExperts.gate_up_proj",)))
+                            PlanOptions(targets=("Qwen3MoeExperts.gate_up_proj",),
+                                        # the default window now starts at the attention's
+                                        # output (issue 32); name the flattened value
+                                        window="hidden_states_reshaped"))
     s = plan.sites[0]
     assert s.dependency == "hidden_states_reshaped"
     assert (s.guard.expr, s.guard.dim) == ("hidden_states", 1), s.evidence["decode_guard"]

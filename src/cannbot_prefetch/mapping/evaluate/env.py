@@ -20,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # a constructor parameter that carries the layer's index (`layer_idx`, `layer_number`, ...)
 LAYER_INDEX = re.compile(r"layer_(idx|id|index|number|num)")
+# where a serving engine keeps the model's config.json (vLLM `vllm_config.model_config.hf_config`,
+# `.hf_text_config` for multimodal wrappers; SGLang passes `config` itself)
+HF_CONFIG_ATTRS = frozenset({"hf_config", "hf_text_config"})
 
 
 def bind_args(args, params: list[str]):
@@ -62,14 +65,15 @@ class Env:
         fn = init.node
         for p in (*fn.params.params, *fn.params.kwonly_params):
             name = p.name.value
-            if p.default is not None:
-                try:
-                    self.local[name] = self.eval(p.default)
-                except Exception:
-                    pass
             ann = code_of(p.annotation.annotation) if p.annotation else ""
             if "Config" in ann or name in ("config", "cfg", "model_config"):
                 self.config_names.add(name)
+            if p.default is not None and not (name in self.config_names
+                                              and code_of(p.default) == "None"):
+                try:     # (`config: LlamaConfig | None = None` is still the model's config)
+                    self.local[name] = self.eval(p.default)
+                except Exception:
+                    pass
         if ms.layer_index is not None:       # scan_linears' per-layer pass
             for p in params:
                 if LAYER_INDEX.fullmatch(p):
@@ -130,6 +134,8 @@ class Env:
         if isinstance(node, cst.Name):
             return self.name(node.value)
         if isinstance(node, cst.Attribute):
+            if node.attr.value in HF_CONFIG_ATTRS:   # vLLM: vllm_config.model_config.hf_config
+                return _CONFIG
             base = node.value
             if isinstance(base, cst.Name) and base.value == "self":
                 attr = node.attr.value

@@ -16,21 +16,22 @@ from ...roofline.shapes import dtype_bytes
 from ..roles import shard_experts, shard_linear
 from .bounds import EVAL_ERRORS, MissingKey
 from .env import LAYER_INDEX, Env, exec_assign
+from . import serving
 from .registered import registered_weights
 from .syntax import assign_value, callee_name, calls_in
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..source import ModelSource
 
-# constructor name -> how its weight dims follow from its arguments (out, in as [N, K])
-COLUMN = {"ColumnParallelLinear", "MergedColumnParallelLinear", "QKVParallelLinear"}
-ROW = {"RowParallelLinear"}
-PLAIN = {"Linear", "ReplicatedLinear", "LinearBase", "Conv1D"}
-LINEARS = COLUMN | ROW | PLAIN
+# constructor name -> how its weight dims follow from its arguments (out, in as [N, K]); the
+# serving engines' layers are configs/serving_layers.yaml (evaluate/serving.py)
+SERVING = {k for k, v in serving.table()["layers"].items() if v["kind"] != "fused_moe"}
+PLAIN = {"Linear", "Conv1D"}
+LINEARS = SERVING | PLAIN
 PARAM_CTORS = {"empty", "zeros", "ones", "randn", "rand", "Tensor"}
 # fused-MoE layers whose class is not in the source (vLLM FusedMoE, cann-recipes FusedMoEGMM):
 # their weights by name, [E, 2*I/tp, H] and [E, H, I/tp] (REFERENCE.md §7)
-FUSED_MOE = {"FusedMoE", "FusedMoEGMM", "SharedFusedMoE"}
+FUSED_MOE = {k for k, v in serving.table()["layers"].items() if v["kind"] == "fused_moe"}
 
 
 @dataclass(frozen=True)
@@ -123,25 +124,21 @@ def _scan_once(ms: ModelSource, cls: str, file: str, init) -> dict:
 
 
 def _fused_moe(ms, env, file, cls, attr, call, line) -> list[LinearAttr]:
-    """vLLM FusedMoE / FusedMoEGMM known by name: `<attr>.w13_weight`, `<attr>.w2_weight`."""
+    """A fused-MoE layer known by name (vLLM FusedMoE / FusedMoEFactory, FusedMoEGMM):
+    `<attr>.w13_weight`, `<attr>.w2_weight` (configs/serving_layers.yaml)."""
     try:
-        e = env.eval(_arg(call, 0, "num_experts"))
-        h = env.eval(_arg(call, 2, "hidden_size"))
-        i = env.eval(_arg(call, 3, "intermediate_size"))
-        tp_node = _arg(call, 99, "tp_size")
-        ep_node = _arg(call, 99, "ep_size")
-        tp = env.eval(tp_node) if tp_node is not None else ms.moe_tp
-        ep = env.eval(ep_node) if ep_node is not None else 1
-        e, ip = int(e) // max(int(ep), 1), int(i) // max(int(tp), 1)
-        dims13, dims2, err, key = (e, 2 * ip, int(h)), (e, int(h), ip), "", ""
+        dims13, dims2 = serving.moe_dims(callee_name(call), call, env.eval, ms.moe_tp,
+                                         getattr(ms, "experts_per_rank", None))
+        err, key = "", ""
     except MissingKey as exc:
         dims13 = dims2 = None
         err, key = f"config key '{exc.key}' is missing", exc.key
     except EVAL_ERRORS as exc:
         dims13 = dims2 = None
         err, key = f"shape not evaluable ({exc})", ""
-    return [LinearAttr(file, cls, f"{attr}.w13_weight", "FusedMoE", dims13, err, key, True, line),
-            LinearAttr(file, cls, f"{attr}.w2_weight", "FusedMoE", dims2, err, key, True, line)]
+    w13, w2 = serving.moe_weights()
+    return [LinearAttr(file, cls, f"{attr}.{w13}", "FusedMoE", dims13, err, key, True, line),
+            LinearAttr(file, cls, f"{attr}.{w2}", "FusedMoE", dims2, err, key, True, line)]
 
 
 def _declared_dtype(env: "Env", *calls: cst.Call) -> float | None:
@@ -227,26 +224,12 @@ def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
     tp = ms.tp
     try:
         if ctor in LINEARS:
-            if ctor == "QKVParallelLinear":
-                h = env.eval(_arg(value, 0, "hidden_size"))
-                hd = env.eval(_arg(value, 1, "head_size"))
-                heads = env.eval(_arg(value, 2, "total_num_heads"))
-                kvn = _arg(value, 3, "total_num_kv_heads")
-                kv = env.eval(kvn) if kvn is not None else heads
-                out = (heads // tp + 2 * max(kv // tp, 1)) * hd
-                dims = (out, h)
-            elif ctor == "MergedColumnParallelLinear":
-                k = env.eval(_arg(value, 0, "input_size"))
-                sizes = env.eval(_arg(value, 1, "output_sizes"))
-                dims = (sum(sizes) // tp, k)
+            if ctor in SERVING:
+                dims = serving.linear_dims(ctor, value, env.eval, tp)
             else:
                 k = env.eval(_arg(value, 0, "in_features", "input_size"))
                 n = env.eval(_arg(value, 1, "out_features", "output_size"))
-                if ctor in COLUMN:
-                    n //= tp
-                elif ctor in ROW:
-                    k //= tp
-                elif tp > 1 and ctor == "Linear":   # HF nn.Linear in a TP deployment: by role
+                if tp > 1 and ctor == "Linear":   # HF nn.Linear in a TP deployment: by role
                     n, k = shard_linear(ms.config, attr, int(n), int(k), tp)
                 dims = (n, k)
             return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line,

@@ -1,0 +1,344 @@
+"""Sweep: plan and apply prefetches on every decoder family of a vLLM release's model directory.
+
+Not part of CI (minutes of CPU). The wheel is fetched into a cache outside the repository at run
+time (`pip download vllm==VERSION --no-deps`); nothing of it is copied into the repository. For
+every `vllm/model_executor/models/*.py` that defines a `*ForCausalLM` class:
+
+1. list, with the standard library's `ast` (not the tool's evaluator), every attention and
+   MLP/MoE linear its classes build: `self.X = <vLLM layer>(...)` for the layer classes below,
+   `self.X = FusedMoE...(...)` as `X.w13_weight` / `X.w2_weight`, each as `Class.attr`;
+2. `cannbot prefetch analyze --model-src <tmp copy> --model-config <tiny config> --tp 2
+   --moe-tp 2 --target ...` (manual mode) as a user would run it, then `apply --write --yes`;
+3. compile the rewritten file (parse), then import it with cannbot-prefetch's vLLM shim
+   (`verify/shims`; real model files also import vLLM's compilation, distributed and model
+   utilities, which the shim does not provide: the import step says which module is missing);
+4. check TP-2 shard sizes of the canonical linears against vLLM's split rules, worked out here
+   from the tiny config (qkv_proj: (heads/2 + 2*max(kv/2, 1)) * head_dim x hidden; o_proj:
+   hidden x heads*head_dim/2; gate_up_proj: 2*I/2 x hidden; down_proj: hidden x I/2; experts
+   w13 [E, 2*I_moe/2, hidden], w2 [E, hidden, I_moe/2]; GateLinear gate [E, hidden]).
+
+A family passes when at least one of its attention and one of its MLP/MoE linears are planned
+and applied, the rewrite parses, and every checked shard size is right. Each target the tool
+does not plan is listed with the tool's reason.
+
+    nice -n 10 python benchmarks/vllm_sweep.py [--version 0.34.0] [--cache /work/cache/vllm] \
+        [--families llama,qwen2] [--json sweep.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import yaml
+
+# vLLM's layer classes (vllm/model_executor/layers/linear.py, fused_moe/, vocab_parallel_embedding)
+LINEAR_LAYERS = {"ColumnParallelLinear", "MergedColumnParallelLinear", "QKVParallelLinear",
+                 "RowParallelLinear", "ReplicatedLinear", "GateLinear"}
+MOE_LAYERS = {"FusedMoE", "FusedMoEFactory", "SharedFusedMoE"}
+ATTN_WORDS = ("attn", "attention", "qkv", "q_proj", "o_proj", "kv_")
+# one tiny config for every family: the keys vLLM's decoder files read (values small, heads and
+# kv heads such that TP 2 splits both)
+TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+        "num_key_value_heads": 4, "head_dim": 32, "num_hidden_layers": 2, "vocab_size": 512,
+        "rms_norm_eps": 1e-6, "layer_norm_eps": 1e-5, "norm_eps": 1e-6, "hidden_act": "silu",
+        "max_position_embeddings": 256, "rope_theta": 10000.0, "torch_dtype": "bfloat16",
+        "num_experts": 8, "num_local_experts": 8, "n_routed_experts": 8, "moe_num_experts": 8,
+        "num_experts_per_tok": 2, "moe_topk": 2, "moe_intermediate_size": 128,
+        "n_shared_experts": 1, "shared_expert_intermediate_size": 128, "first_k_dense_replace": 0,
+        "moe_layer_freq": 1, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "q_lora_rank": 64, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+        "v_head_dim": 32, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 1.0,
+        "attention_bias": False, "tie_word_embeddings": False, "partial_rotary_factor": 1.0,
+        "ffn_hidden_size": 512, "multi_query_group_num": 4, "kv_channels": 32,
+        "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
+        "n_inner": 512, "layer_types": ["full_attention", "full_attention"]}
+TP = 2
+NO_LINEARS = "no vLLM linear layer built in its classes"
+
+
+def wheel_models(version: str, cache: Path) -> Path:
+    """vllm/model_executor/models of the wheel, fetched and unpacked into the cache once."""
+    out = cache / f"x-{version}"
+    models = out / "vllm" / "model_executor" / "models"
+    if models.is_dir():
+        return models
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(cache.glob(f"vllm-{version}-*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", f"vllm=={version}", "--no-deps",
+                        "-d", str(cache)], check=True)
+        wheels = sorted(cache.glob(f"vllm-{version}-*.whl"))
+    with zipfile.ZipFile(wheels[0]) as z:
+        for n in z.namelist():
+            if n.startswith("vllm/model_executor/models/") and n.endswith(".py"):
+                z.extract(n, out)
+    return models
+
+
+def families(models: Path, only: set[str] | None) -> list[Path]:
+    out = []
+    for f in sorted(models.glob("*.py")):
+        if only and f.stem not in only:
+            continue
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.ClassDef) and n.name.endswith("ForCausalLM") for n in tree.body):
+            out.append(f)
+    return out
+
+
+def _callee(node: ast.AST) -> str:
+    f = node.func if isinstance(node, ast.Call) else None
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def targets(src: Path, follow: bool = True) -> dict[str, str]:
+    """Class.attr -> the vLLM layer it is built with, for every class but the model wrappers
+    (an MLP class imported from another family's file: `Layer.mlp.gate_up_proj`)."""
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    imported = _imported_classes(src, tree) if follow else {}
+    out: dict[str, str] = {}
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}   # built, or handed on
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        if cls.name.endswith(("ForCausalLM", "Model")):
+            continue
+        if follow and cls.name not in used:
+            continue       # defined but never built in its own file (mistral's MistralMLP)
+        init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                     and m.name == "__init__"), None)
+        for node in ast.walk(init) if init else ():
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.value, ast.Call)):
+                continue
+            t = node.targets[0]
+            if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"):
+                continue
+            layer = _callee(node.value)
+            if layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
+                    k.arg == "total_num_kv_heads" for k in node.value.keywords):
+                out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/no-kv")  # kv = heads
+            elif layer in LINEAR_LAYERS:
+                out.setdefault(f"{cls.name}.{t.attr}", layer)
+            elif layer in MOE_LAYERS:
+                # which config key sizes the experts (mixtral: intermediate_size)
+                kw = {k.arg: ast.unparse(k.value) for k in node.value.keywords if k.arg}
+                tag = "moe" if "moe_intermediate_size" in kw.get("intermediate_size", "") else \
+                    "dense" if "config.intermediate_size" in kw.get("intermediate_size", "") \
+                    else layer
+                out.setdefault(f"{cls.name}.{t.attr}.w13_weight", tag)
+                out.setdefault(f"{cls.name}.{t.attr}.w2_weight", tag)
+            elif layer in imported:       # an MLP class of another family (`from .qwen2 import`)
+                for sub, kind in imported[layer].items():
+                    out.setdefault(f"{cls.name}.{t.attr}.{sub}", kind)
+    return out
+
+
+def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
+    """`from .qwen2 import Qwen2MLP as Qwen3MLP`: the linears of classes of sibling files, by
+    the local name (attr -> layer)."""
+    out: dict[str, dict[str, str]] = {}
+    for n in tree.body:
+        if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module:
+            sib = src.parent / f"{n.module}.py"
+            if not sib.is_file():
+                continue
+            names = {a.name: a.asname or a.name for a in n.names}
+            if not any(k[:1].isupper() for k in names):
+                continue
+            inner = targets(sib, follow=False)
+            for real, local in names.items():
+                got = {k.split(".", 1)[1]: v for k, v in inner.items() if k.split(".")[0] == real}
+                if got:
+                    out[local] = got
+    return out
+
+
+def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
+    """vLLM's per-rank split at TP 2 (moe TP 2) for the canonical names, from TINY."""
+    c = TINY
+    h, hd, heads, kv = c["hidden_size"], c["head_dim"], c["num_attention_heads"], \
+        c["num_key_value_heads"]
+    i, e, im = c["intermediate_size"], c["num_experts"], c["moe_intermediate_size"]
+    name = attr.split(".")[-1]
+    if name == "qkv_proj" and layer.startswith("QKVParallelLinear"):
+        kv = heads if layer.endswith("no-kv") else kv
+        return ((heads // TP + 2 * max(kv // TP, 1)) * hd, h)
+    if name == "o_proj" and layer == "RowParallelLinear":
+        return (h, heads * hd // TP)
+    im = {"moe": im, "dense": i}.get(layer)
+    if name == "w13_weight" and im:
+        return (e, 2 * im // TP, h)
+    if name == "w2_weight" and im:
+        return (e, h, im // TP)
+    if name == "gate" and layer == "GateLinear":
+        return (e, h)
+    return None          # gate_up / down: intermediate differs for shared experts / dense layers
+
+
+def family_config(src: Path) -> dict:
+    """TINY over the defaults of transformers' config class for the family (found through its
+    `*ForCausalLM` class name in transformers' causal-LM mapping), so family-specific keys exist
+    (dbrx's `d_model`, nested `attn_config`); a key the class stores under another name
+    (`attribute_map`: hidden_size -> d_model) gets TINY's value too. TINY alone when transformers
+    has no such class."""
+    try:
+        from transformers import AutoConfig
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return dict(TINY)
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)
+             and n.name.endswith("ForCausalLM")}
+    mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                  if (c if isinstance(c, str) else c[0]) in names), None)
+    if mtype is None:
+        return dict(TINY)
+    try:
+        cfg = AutoConfig.for_model(mtype)
+        base = cfg.to_dict()
+    except Exception:
+        return dict(TINY)
+    for std, stored in getattr(cfg, "attribute_map", {}).items():
+        if std in TINY and isinstance(stored, str):
+            base[stored] = TINY[std]
+    for k in ("architectures", "auto_map", "transformers_version"):
+        base.pop(k, None)
+    return {**base, **TINY}
+
+
+def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
+                           "prefetch", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _import_with_shim(path: Path) -> str:
+    """'' when the rewritten file imports under the shim, else the first error line."""
+    code = ("import importlib.util, sys\n"
+            "from cannbot_prefetch.verify.shims import vllm_shim\n"
+            f"sys.path.insert(0, {str(path.parent)!r})\n"
+            "with vllm_shim():\n"
+            f"    spec = importlib.util.spec_from_file_location('m', {str(path)!r})\n"
+            "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1][:160]
+
+
+def run_family(src: Path, timeout: int) -> dict:
+    fam = src.stem
+    res: dict = {"family": fam, "targets": {}, "planned": [], "rejected": {}, "applied": False,
+                 "parses": False, "import_shim": "", "shards_checked": 0, "shards_wrong": []}
+    tg = targets(src)
+    res["targets"] = tg
+    if not tg:
+        res["why"] = NO_LINEARS
+        return res
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        copy = d / "src" / src.name
+        copy.parent.mkdir()
+        shutil.copy(src, copy)
+        for n in ast.parse(src.read_text(encoding="utf-8")).body:   # sibling files it imports
+            if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module and \
+                    (src.parent / f"{n.module}.py").is_file():
+                shutil.copy(src.parent / f"{n.module}.py", copy.parent)
+        (d / "config.json").write_text(json.dumps(family_config(src), default=str))
+        args = ["analyze", "--model-src", str(copy), "--model-config", str(d / "config.json"),
+                "--tp", str(TP), "--moe-tp", str(TP), "--max-sites", str(len(tg)),
+                "--out", str(d / "plan"), "--json"]
+        for t in tg:
+            args += ["--target", t]
+        r = _cli(args, timeout)
+        try:
+            doc = json.loads(r.stdout)
+        except json.JSONDecodeError:
+            res["why"] = f"analyze gave no JSON (exit {r.returncode}): {r.stderr.strip()[-200:]}"
+            return res
+        if "error" in doc:
+            res["why"] = "analyze: " + doc["error"]["message"][:200]
+            return res
+        res["rejected"] = {x["site"]: x["reason"][:200] for x in doc.get("rejections", [])
+                           if x.get("site")}
+        plan_path = d / "plan" / "prefetch_plan.yaml"
+        if not plan_path.is_file():
+            res["why"] = "no plan written"
+            return res
+        plan = yaml.safe_load(plan_path.read_text())
+        for s in plan.get("sites") or []:
+            key = f"{s['target']['class']}.{s['target']['attr']}"
+            res["planned"].append(key)
+            want = expected_dims(key, tg.get(key, ""))
+            if want is not None:
+                res["shards_checked"] += 1
+                got = tuple(s["basis"]["dims"])
+                if got != want:
+                    res["shards_wrong"].append(f"{key}: {got} != {want}")
+        r = _cli(["apply", str(plan_path), "--write", "--yes", "--root", str(d), "--json"], timeout)
+        res["applied"] = r.returncode == 0
+        if not res["applied"]:
+            res["why"] = f"apply exit {r.returncode}: {(r.stdout + r.stderr).strip()[-200:]}"
+        try:
+            compile(copy.read_text(encoding="utf-8"), str(copy), "exec")
+            res["parses"] = True
+        except SyntaxError as exc:
+            res["why"] = f"rewritten file does not parse: {exc}"
+        res["import_shim"] = _import_with_shim(copy) or "ok"
+    attn = [k for k in res["planned"] if any(w in k.lower() for w in ATTN_WORDS)]
+    mlp = [k for k in res["planned"] if k not in attn]
+    res["passed"] = bool(attn and mlp and res["applied"] and res["parses"]
+                         and not res["shards_wrong"])
+    if not res["passed"] and "why" not in res:
+        res["why"] = ("no attention linear planned" if not attn else
+                      "no MLP/MoE linear planned" if not mlp else
+                      "; ".join(res["shards_wrong"]) or "?")
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--version", default="0.34.0")
+    ap.add_argument("--cache", default=os.environ.get("VLLM_CACHE", "/work/cache/vllm"))
+    ap.add_argument("--families", default="")
+    ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    models = wheel_models(a.version, Path(a.cache))
+    only = set(a.families.split(",")) if a.families else None
+    rows = []
+    t0 = time.perf_counter()
+    for f in families(models, only):
+        try:
+            row = run_family(f, a.timeout)
+        except subprocess.TimeoutExpired:
+            row = {"family": f.stem, "passed": False, "why": "timed out"}
+        rows.append(row)
+        print(f"{'PASS' if row.get('passed') else 'FAIL'} {row['family']:<28} "
+              f"planned {len(row.get('planned', []))}/{len(row.get('targets', {}))} "
+              f"shards {row.get('shards_checked', 0) - len(row.get('shards_wrong', []))}/"
+              f"{row.get('shards_checked', 0)} import-shim: {row.get('import_shim', '')[:60]}"
+              + ("" if row.get("passed") else f"  -- {row.get('why', '')[:160]}"), flush=True)
+    # files that build no vLLM layer of their own (drafts, multimodal wrappers of another
+    # family's decoder, config.py, pure-SSM models) are listed but not counted
+    counted = [r for r in rows if r.get("targets") or r.get("why") != NO_LINEARS]
+    n = len(counted)
+    ok = sum(1 for r in counted if r.get("passed"))
+    print(f"\n{ok}/{n} decoder families planned, applied and parsed with TP-2 shard sizes right "
+          f"({100 * ok / max(n, 1):.1f} %); {len(rows) - n} of {len(rows)} files with a "
+          f"*ForCausalLM build no vLLM layer of their own; {time.perf_counter() - t0:.0f} s")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"version": a.version, "passed": ok, "families": n,
+                                            "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

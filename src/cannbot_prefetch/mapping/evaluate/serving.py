@@ -1,0 +1,128 @@
+"""Serving engines' layers (vLLM, vllm-ascend, SGLang) as linears: a weight's per-rank dims from
+the constructor's keyword or positional arguments, split by the layer's kind. The table (which
+argument is which, which kind splits what) is data: configs/serving_layers.yaml.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Callable
+
+import libcst as cst
+
+from ...settings import configs_dir, load_yaml
+from .bounds import Unsupported
+
+
+@lru_cache(maxsize=None)
+def table() -> dict[str, Any]:
+    """configs/serving_layers.yaml."""
+    return load_yaml(configs_dir() / "serving_layers.yaml")
+
+
+def kind_of(ctor: str) -> str | None:
+    """The layer's kind (column, row, qkv, fused_moe, ...), None when it is not a serving layer."""
+    spec = table()["layers"].get(ctor)
+    return spec["kind"] if spec else None
+
+
+def arg(call: cst.Call, spec: list) -> cst.BaseExpression | None:
+    """The argument a table entry [position, keyword, ...] names in `call`, else None."""
+    pos, names = spec[0], spec[1:]
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value in names:
+            return a.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[pos].value if pos is not None and pos < len(positional) else None
+
+
+def _required(ev: Callable[[cst.BaseExpression], Any], ctor: str) -> Callable:
+    """`ev` for an argument the layer needs: a call without it cannot be sized."""
+    def need(node: cst.BaseExpression | None) -> Any:
+        if node is None:
+            raise Unsupported(f"{ctor}(...) without one of its size arguments")
+        return ev(node)
+    return need
+
+
+def linear_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], tp: int
+                ) -> tuple[int, int]:
+    """[N, K] of a serving linear on one of `tp` ranks. `ev` evaluates an argument (raising the
+    evaluator's errors when it cannot); `disable_tp=True` keeps the full weight."""
+    opt, ev = ev, _required(ev, ctor)
+    spec = table()["layers"][ctor]
+    kind = spec["kind"]
+    off = arg(call, [None, table()["disable_tp"]])
+    if _maybe(opt, off) is True:
+        tp = 1
+    k = int(ev(arg(call, spec["input"])))
+    if kind == "qkv":
+        hd = int(ev(arg(call, spec["head"])))
+        heads = int(ev(arg(call, spec["heads"])))
+        kvn = arg(call, spec["kv_heads"])
+        kv = int(opt(kvn)) if kvn is not None else heads
+        vhd = _maybe(opt, arg(call, spec["v_head"]))
+        vhd = int(vhd) if isinstance(vhd, int) else hd
+        kv_rank = max(kv // tp, 1)          # fewer kv heads than ranks: each rank holds a replica
+        return _positive(ctor, ((heads // tp) * hd + kv_rank * hd + kv_rank * vhd, k))
+    if kind == "merged_column":
+        sizes = ev(arg(call, spec["outputs"]))
+        return _positive(ctor, (sum(int(s) // tp for s in sizes), k))
+    n = int(ev(arg(call, spec["output"])))
+    if kind in ("column", "vocab"):
+        return _positive(ctor, (n // tp, k))
+    if kind == "row":
+        return _positive(ctor, (n, k // tp))
+    return _positive(ctor, (n, k))
+
+
+def _positive(ctor: str, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """A weight with a dim of 0 or less is not a shape (a config that turns the layer off, a
+    count smaller than the ranks): not evaluable, never planned."""
+    if any(d <= 0 for d in dims):
+        raise Unsupported(f"{ctor} weight evaluates to {list(dims)}")
+    return dims
+
+
+def moe_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], moe_tp: int,
+             experts_per_rank: int | None = None
+             ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(w13 [E, 2*I/tp, H], w2 [E, H, I/tp]) of a fused-MoE layer on one rank: the layer's own
+    `tp_size` / `ep_size` when the source passes them, else --moe-tp and --experts-per-rank."""
+    opt, ev = ev, _required(ev, ctor)
+    spec = table()["layers"][ctor]
+    e = int(ev(arg(call, spec["experts"])))
+    h = int(ev(arg(call, spec["hidden"])))
+    i = int(ev(arg(call, spec["intermediate"])))
+    tp = _maybe(opt, arg(call, spec["tp"]))
+    tp = tp if isinstance(tp, int) and tp > 0 else moe_tp
+    ep = _maybe(opt, arg(call, spec["ep"]))
+    if isinstance(ep, int) and ep > 0:
+        e //= ep
+    elif experts_per_rank:
+        e = min(e, experts_per_rank)
+    ip = i // max(tp, 1)
+    return _positive(ctor, (e, 2 * ip, h)), _positive(ctor, (e, h, ip))
+
+
+def _maybe(ev, node) -> Any:
+    """An optional argument's value; None when absent or not evaluable (its default applies)."""
+    if node is None:
+        return None
+    try:
+        return ev(node)
+    except Exception:
+        return None
+
+
+def moe_weights() -> tuple[str, str]:
+    w13, w2 = table()["moe_weights"]
+    return w13, w2
+
+
+def flat_tokens(ms) -> bool:
+    """Whether the model is a serving engine's (its linears are the engine's layers): its
+    forward takes every sequence's tokens flat, [num_tokens, ...] (vLLM's `input_ids`,
+    `positions`), not batch-first [B, S, ...]."""
+    layers = table()["layers"]
+    return any(lin.ctor in layers or lin.ctor == "FusedMoE" for lin in ms.linears.values())

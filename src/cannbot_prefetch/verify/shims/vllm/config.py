@@ -1,0 +1,24 @@
+"""VllmConfig as a model file reads it: `vllm_config.model_config.hf_config`, cache and quant."""
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ModelConfig:
+    hf_config: Any = None
+
+    @property
+    def hf_text_config(self):
+        return self.hf_config
+
+
+@dataclass
+class CacheConfig:
+    block_size: int = 16
+
+
+@dataclass
+class VllmConfig:
+    model_config: ModelConfig = field(default_factory=ModelConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    quant_config: Any = None

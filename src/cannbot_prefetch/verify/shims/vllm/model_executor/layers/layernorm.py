@@ -1,0 +1,19 @@
+"""RMSNorm as vLLM calls it: `norm(x)` or `norm(x, residual)` -> (normed, x + residual)."""
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, hidden_size, eps=1e-6, **_):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+    def forward(self, x, residual=None):
+        if residual is None:
+            return self._norm(x)
+        x = x + residual
+        return self._norm(x), x

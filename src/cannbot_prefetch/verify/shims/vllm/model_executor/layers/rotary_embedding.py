@@ -1,0 +1,29 @@
+"""get_rope: neox-style rotary embedding applied to flat [tokens, heads*dim] q and k."""
+import torch
+from torch import nn
+
+
+class _Rope(nn.Module):
+    def __init__(self, head_size, base=10000.0):
+        super().__init__()
+        self.head_size = head_size
+        self.register_buffer("inv_freq", 1.0 / base ** (torch.arange(0, head_size, 2).float()
+                                                        / head_size), persistent=False)
+
+    def _rot(self, x, cos, sin):
+        shape = x.shape
+        x = x.view(*shape[:-1], -1, self.head_size)
+        a, b = x.chunk(2, dim=-1)
+        out = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+        return out.view(shape)
+
+    def forward(self, positions, q, k):
+        f = positions.float()[..., None] * self.inv_freq
+        cos, sin = f.cos()[..., None, :], f.sin()[..., None, :]
+        return self._rot(q, cos, sin), self._rot(k, cos, sin)
+
+
+def get_rope(head_size, max_position=None, base=10000.0, rope_parameters=None, **_):
+    theta = (rope_parameters or {}).get("rope_theta", base) if isinstance(rope_parameters, dict) \
+        else base
+    return _Rope(head_size, float(theta))

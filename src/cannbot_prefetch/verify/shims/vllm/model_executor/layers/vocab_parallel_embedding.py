@@ -1,0 +1,17 @@
+"""Embedding and LM head at TP 1."""
+import torch
+from torch import nn
+
+
+class VocabParallelEmbedding(nn.Module):
+    def __init__(self, num_embeddings, embedding_dim, **_):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(num_embeddings, embedding_dim) * 0.05)
+
+    def forward(self, ids):
+        return torch.nn.functional.embedding(ids, self.weight)
+
+
+class ParallelLMHead(VocabParallelEmbedding):
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.weight)

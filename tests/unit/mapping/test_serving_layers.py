@@ -1,0 +1,101 @@
+"""Serving engines' layers (configs/serving_layers.yaml) as linears: dims from keyword or
+positional arguments through constructor chains, split per rank by the layer's kind.
+
+Fixture: tests/fixtures/vllm_style/llama_kw_vllm.py (written for this project in vLLM 0.34's
+style). The expected dims are worked out by hand from the config below and vLLM's split rules
+(column: out / tp; row: in / tp; QKV: heads / tp, kv heads replicated when fewer than tp; MoE:
+2*I / moe_tp and I / moe_tp)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cannbot_prefetch.mapping.source import load_model_source
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm_style" / "llama_kw_vllm.py"
+# hidden 256, 8 heads of 32, 2 kv heads, intermediate 512; MoE 4 experts of 128
+CFG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000,
+       "rms_norm_eps": 1e-5, "num_experts": 4, "num_experts_per_tok": 2,
+       "moe_intermediate_size": 128}
+
+
+def _dims(tp, moe_tp=1, **over):
+    ms = load_model_source(FIX, {**CFG, **over}, "config.json", tp=tp, moe_tp=moe_tp)
+    return {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+
+
+def test_tp1_full_weights():
+    d = _dims(1)
+    assert d["KwMLP.gate_up_proj"] == (1024, 256)          # 2 x 512 out, 256 in
+    assert d["KwMLP.down_proj"] == (256, 512)
+    assert d["KwAttention.qkv_proj"] == ((8 + 2 + 2) * 32, 256)
+    assert d["KwAttention.o_proj"] == (256, 256)
+    assert d["KwSparseMoeBlock.gate"] == (4, 256)           # GateLinear: replicated
+    assert d["KwSparseMoeBlock.experts.w13_weight"] == (4, 256, 256)
+    assert d["KwSparseMoeBlock.experts.w2_weight"] == (4, 256, 128)
+    assert d["KwForCausalLM.lm_head"] == (1000, 256)
+
+
+def test_tp2_shards_by_kind():
+    d = _dims(2, moe_tp=2)
+    assert d["KwMLP.gate_up_proj"] == (512, 256)            # column: 1024 / 2
+    assert d["KwMLP.down_proj"] == (256, 256)               # row: 512 / 2 in
+    assert d["KwAttention.qkv_proj"] == ((4 + 1 + 1) * 32, 256)   # 8/2 q heads, 2/2 kv heads
+    assert d["KwAttention.o_proj"] == (256, 128)
+    assert d["KwSparseMoeBlock.gate"] == (4, 256)           # replicated at any tp
+    assert d["KwSparseMoeBlock.shared_proj"] == (256, 256)  # disable_tp=True: full weight
+    assert d["KwSparseMoeBlock.experts.w13_weight"] == (4, 128, 256)   # 2*128 / 2
+    assert d["KwSparseMoeBlock.experts.w2_weight"] == (4, 256, 64)
+    assert d["KwForCausalLM.lm_head"] == (500, 256)         # vocab / 2
+
+
+def test_kv_heads_replicated_when_fewer_than_tp():
+    d = _dims(4)     # 2 kv heads on 4 ranks: each rank holds one kv head (a replica)
+    assert d["KwAttention.qkv_proj"] == ((2 + 1 + 1) * 32, 256)
+
+
+@pytest.mark.parametrize("head_dim", [64])
+def test_head_dim_from_config_through_getattr(head_dim):
+    d = _dims(1, head_dim=head_dim)
+    assert d["KwAttention.qkv_proj"] == ((8 + 2 + 2) * 64, 256)
+    assert d["KwAttention.o_proj"] == (256, 8 * 64)
+
+
+BRANCH = FIX.parent / "branch_attn_vllm.py"
+
+
+def test_class_picked_in_branches_and_imported_under_another_name():
+    """`attn_cls = BrLatent` / `= BrMHA` then `attn_cls(...)`: both classes are built with the
+    call's arguments; `from .qwen2_vllm import Qwen2MLP as BrMLP` is known as BrMLP."""
+    cfg = {**CFG, "hidden_act": "silu"}
+    ms = load_model_source(BRANCH, cfg, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["BrMHA.qkv_proj"] == ((4 + 4 + 4) * 32, 256)        # 8 heads of 32, kv = heads
+    assert d["BrMHA.o_proj"] == (256, 128)
+    assert d["BrLatent.q_a_proj"] == (64, 256)                   # replicated: 256 // 4
+    assert ms.children[("BrDecoderLayer", "mlp")] == "BrMLP"
+    assert d["BrMLP.gate_up_proj"] == (512, 256)                 # 2 x 512 / 2
+
+
+def test_a_layer_without_a_size_argument_says_so(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("from torch import nn\n"
+                   "from vllm.model_executor.layers.linear import RowParallelLinear\n\n\n"
+                   "class M(nn.Module):\n"
+                   "    def __init__(self, config):\n"
+                   "        super().__init__()\n"
+                   "        self.o_proj = RowParallelLinear(config.hidden_size)\n\n"
+                   "    def forward(self, x):\n"
+                   "        return self.o_proj(x)[0]\n")
+    lin = load_model_source(src, CFG, "config.json").linears[("M", "o_proj")]
+    assert lin.dims is None
+    assert "RowParallelLinear(...) without one of its size arguments" in lin.error
+
+
+def test_a_zero_size_is_not_a_shape():
+    # intermediate 0 (a config that turns the MLP off): never planned as [0, ...]
+    d = _dims(1, intermediate_size=0)
+    assert d["KwMLP.gate_up_proj"] is None and d["KwMLP.down_proj"] is None

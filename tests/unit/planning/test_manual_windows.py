@@ -1,0 +1,57 @@
+"""Manual mode without a profile (issue 32): the window starts at the output of the MatMul the
+forward pass runs last before the target, else (a layer's first MatMul) after the layer's last
+one; the design lists the calls the window holds and warns when it holds none.
+
+Fixtures: tests/fixtures/vllm_style/*.py, written for this project in vLLM's style. Expected
+placements follow from reading the fixtures' forward methods by hand."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from cannbot_prefetch import hardware
+from cannbot_prefetch.plan.build import PlanOptions, build_plan
+from cannbot_prefetch.plan.design import render_design
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm_style"
+CFG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 1000,
+       "rms_norm_eps": 1e-5, "num_experts": 4, "num_experts_per_tok": 2,
+       "moe_intermediate_size": 128, "torch_dtype": "bfloat16"}
+
+
+def _plan(tmp_path, name, targets):
+    src = tmp_path / name
+    shutil.copy(FIX / name, src)
+    plan, design, _ = build_plan(None, None, hardware.load("910B3"), src, dict(CFG),
+                                 PlanOptions(targets=targets, tp=2))
+    return {s.target.attr: s for s in plan.sites}, render_design(design)
+
+
+def test_default_windows_hold_the_light_calls(tmp_path):
+    by, text = _plan(tmp_path, "llama_kw_vllm.py",
+                     ("KwMLP.down_proj", "KwMLP.gate_up_proj", "KwAttention.qkv_proj"))
+    d = by["down_proj"]      # at gate_up_proj's output; the activation runs in the window
+    assert (d.insert.cls, d.insert.anchor_call, d.insert.position, d.dependency) == \
+        ("KwMLP", "self.gate_up_proj", "after", "x")
+    g = by["gate_up_proj"]   # at the attention block's output in the decoder layer
+    assert (g.insert.cls, g.insert.anchor_call, g.insert.position, g.dependency) == \
+        ("KwDecoderLayer", "self.self_attn", "after", "hidden_states")
+    q = by["qkv_proj"]       # the next layer's qkv at this layer's MLP output
+    assert (q.insert.cls, q.insert.anchor_call, q.insert.position) == \
+        ("KwDecoderLayer", "self.mlp", "after")
+    assert q.target.scope == "next_layer"
+    assert "the window holds: KwMLP.act_fn" in text
+    assert "the window holds: KwDecoderLayer.post_attention_layernorm" in text
+    assert "the window holds: KwDecoderLayer.input_layernorm" in text
+    assert "holds no op" not in text
+
+
+def test_zero_op_window_is_said(tmp_path):
+    # qwen2_vllm.py has no model class with a layer loop: the attention's first MatMul has no
+    # MatMul before it and no next layer, so only its own input is legal, a window of no op
+    by, text = _plan(tmp_path, "qwen2_vllm.py", ("Qwen2Attention.qkv_proj",))
+    q = by["qkv_proj"]
+    assert (q.insert.anchor_call, q.insert.position) == ("self.qkv_proj", "before")
+    assert "warning: Qwen2Attention.qkv_proj: the window holds no op" in text
