@@ -172,10 +172,13 @@ class M(nn.Module):
     ("z", ("input_ids", 1), "`h.transpose(0, 1)`: layout unknown"),
 ])
 def test_each_transpose_branch_by_hand(tmp_path, dep, want, why_has):
+    from types import SimpleNamespace
+
     from cannbot_prefetch.mapping.source import Hop, load_model_source
     (tmp_path / "m.py").write_text(_TRANSPOSES)
     ms = load_model_source(tmp_path / "m.py", {})
-    events = [type("E", (), {"path": [Hop("M", "forward", 0, "", 1)]})]   # M.forward is the model's
+    # the forward pass's one call path: M.forward is the model's (flatten.py's events carry .path)
+    events = [SimpleNamespace(path=[Hop("M", "forward", 0, "", 1)])]
     g, why = _guard(ms, "M", dep, events)
     assert g == want, why
     assert why_has in why, why
