@@ -376,15 +376,7 @@ def test_manual_mode_window_right_before_the_target_lists_no_overlap(llama_src):
 
 # ------------------------------------------------------------------------------ MoE (item 6)
 
-def test_expected_experts_hit_formula():
-    from cannbot_prefetch.moe import experts_hit
-    one = experts_hit(rows=8, top_k=8, experts=128, experts_rank=128)       # 1 token, top-8 of 128
-    assert one.tokens == 1 and one.share == pytest.approx(8 / 128) and one.hit == pytest.approx(8)
-    many = experts_hit(rows=96 * 8, top_k=8, experts=128, experts_rank=128)  # vllm-ascend's 96 tokens
-    assert many.share == pytest.approx(1 - (1 - 8 / 128) ** 96) and many.share > 0.99
-    ep = experts_hit(rows=8, top_k=8, experts=128, experts_rank=8)           # EP 16: 8 experts here
-    assert ep.tokens == pytest.approx(16)                                    # 8 rows = 16 tokens x 8 x 8/128
-    assert ep.share == pytest.approx(1 - (1 - 8 / 128) ** 16)
+# experts_hit itself: tests/unit/sizing/test_moe_values.py (hand values and counting)
 
 
 def test_a_gmm_at_batch_1_is_not_worth_it_and_says_why(copy_src, tmp_path, examples_dir):

@@ -100,3 +100,85 @@ def test_a_flattened_dependency_guards_on_the_unflattened_input(copy_src, tmp_pa
     assert s.dependency == "hidden_states_reshaped"
     assert (s.guard.expr, s.guard.dim) == ("hidden_states", 1), s.evidence["decode_guard"]
     assert "input_ids" in s.evidence["decode_guard"]
+
+
+# ---------------------------------------------- the transposed layouts (issue 34 part 4, guard.py)
+
+def _guard(ms, cls, dep, events=()):
+    """guard_for at the statement after the first one assigning `dep` in cls.forward."""
+    from types import SimpleNamespace as NS
+
+    from cannbot_prefetch.mapping.guard import guard_for
+    m = ms.method(cls, "forward")
+    k = next(i for i, s in enumerate(m.stmts) if dep in s.defs)
+    return guard_for(ms, NS(insert=NS(cls=cls, method="forward", position="after"), stmt=k,
+                            dependency=dep), events)
+
+
+def test_a_transposed_head_layout_reads_dim_2(copy_src, tmp_path, examples_dir):
+    """REAL transformers Llama attention: `key_states = self.k_proj(hidden_states)
+    .view(hidden_shape).transpose(1, 2)` with hidden_shape = (*input_shape, -1, head_dim):
+    view gives [B, S, heads, hd] (S at dim 1), transpose(1, 2) gives [B, heads, S, hd]: the
+    tokens per sequence are dim 2 (by hand: dims 1 and 2 swap, 3 - 1 = 2). Kills the mutant
+    that keeps the receiver's dim through the transpose (`return dim` for `return 3 - dim`)
+    and the one that drops the transpose branch (layout unknown: the guard would fall back to
+    the parameter hidden_states, dim 1)."""
+    import json
+
+    from cannbot_prefetch.mapping.source import load_model_source
+    src = copy_src("llama", tmp_path)
+    cfg = json.loads((examples_dir / "llama3.2-1b-en" / "config.json").read_text())
+    ms = load_model_source(src, cfg)
+    for dep in ("key_states", "value_states"):
+        g, why = _guard(ms, "LlamaAttention", dep)
+        assert g == (dep, 2), why
+        assert "transpose(1, 2" in why and ".view(hidden_shape)`: [batch, seq, ...]" in why
+
+
+# GENERATED (written by hand for this test, not from any model): every transpose case of the
+# guard's layout rules, on a token input traced from the model's forward.
+_TRANSPOSES = '''\
+from torch import nn
+
+
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, input_ids):
+        h = self.embed(input_ids)
+        t = h.transpose(1, 2)
+        u = t.transpose(2, 1)
+        f = h.view(-1, 8)
+        ft = f.transpose(1, 2)
+        z = h.transpose(0, 1)
+        return self.proj(u)
+'''
+
+
+@pytest.mark.parametrize("dep, want, why_has", [
+    # [B, S, H] -> transpose(1, 2) -> [B, H, S]: S moves from dim 1 to dim 2
+    ("t", ("t", 2), "`h.transpose(1, 2)` of self.embed"),
+    # back again, (2, 1) is the same swap: [B, H, S] -> [B, S, H], dim 2 -> dim 1
+    # (kills `dim in (1, 2)` narrowed to `dim == 1`: dim 2 would pass through as 2)
+    ("u", ("u", 1), "`t.transpose(2, 1)` of `h.transpose(1, 2)`"),
+    # a flattened value has no per-sequence dim, transposed or not: the second branch keeps
+    # FLAT (kills `3 - dim` taken unconditionally: FLAT = -1 would become dim 4); the guard
+    # falls back to the forward's token input [B, S]: input_ids, dim 1
+    ("ft", ("input_ids", 1), "`h.view(-1, 8)` flattens the tokens"),
+    # a swap that is not (1, 2) is not read: layout unknown, the token input instead
+    ("z", ("input_ids", 1), "`h.transpose(0, 1)`: layout unknown"),
+])
+def test_each_transpose_branch_by_hand(tmp_path, dep, want, why_has):
+    from types import SimpleNamespace
+
+    from cannbot_prefetch.mapping.source import Hop, load_model_source
+    (tmp_path / "m.py").write_text(_TRANSPOSES)
+    ms = load_model_source(tmp_path / "m.py", {})
+    # the forward pass's one call path: M.forward is the model's (flatten.py's events carry .path)
+    events = [SimpleNamespace(path=[Hop("M", "forward", 0, "", 1)])]
+    g, why = _guard(ms, "M", dep, events)
+    assert g == want, why
+    assert why_has in why, why

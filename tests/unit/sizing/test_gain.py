@@ -1,5 +1,6 @@
-"""One expected gain for one plan and hardware: analyze JSON, plan, design and report agree
-(issue 10 item 8), on the bundled GENERATED Llama-3.2-1B example profile."""
+"""One expected gain for one plan and hardware: analyze JSON, plan, design and report show the
+value worked out by hand (issue 10 item 8, issue 34 part 4), on the bundled GENERATED
+Llama-3.2-1B example profile."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cannbot_prefetch import hardware
-from cannbot_prefetch.gain import expected, inputs_of, site_gain
+from cannbot_prefetch.gain import site_gain
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA = REPO / "examples" / "llama3.2-1b-en"
@@ -30,7 +31,36 @@ def llama_run(tmp_path_factory):
     return res, out
 
 
+# The three sites analyze plans on the example, worked out by hand from the inputs the plan
+# records (asserted below, so a changed example profile fails here rather than moving the pins).
+# 910B3 (configs/hardware/910B3.yaml): HBM 1.6e12 B/s, one CMO stream 285 GB/s, so the low / mid
+# / high rates are 285, 942.5, 1600 GB/s; L2/HBM ratios 3.4 / 4.2 / 5.0 (policy benefit); 16
+# instances per step (16 layers).
+#   idle   = window - window bytes / HBM;  hidden = min(max_size, idle x rate)
+#   e      = op bytes / op time / HBM (below 1: the op's own rate)
+#   per op = hidden / (e x HBM) x (1 - e / ratio), rounded to 0.001 µs, x 16 per step
+# q_proj:  8396800 B in 10.526 µs, e = 0.498575; window 5.543 µs moving 12292 B: idle 5.535318;
+#          max_size 4194304; hidden 1577565 / 4194304 / 4194304 B
+#          -> 1.977593 x 0.853360 = 1.688; 5.257865 x 0.881292 = 4.634; 5.257865 x 0.900285 = 4.734
+#          -> 27.008 / 74.144 / 75.744 µs per step
+# o_proj:  8396800 B in 10.513 µs, e = 0.499191; window 7.369 µs moving 2105352 B: idle 6.053155;
+#          max_size 4194304; hidden 1725149 / 4194304 / 4194304
+#          -> 2.159929 x 0.853179 = 1.843; 5.251372 x 0.881145 = 4.627; x 0.900162 = 4.727
+#          -> 29.488 / 74.032 / 75.632
+# gate_proj: 33574912 B in 32.977 µs, e = 0.636332; window 5.564 µs moving 12292 B: idle 5.556318;
+#          max_size 8890108; hidden 1583550 / 5236829 / 8890108
+#          -> 1.555350 x 0.812844 = 1.264; 5.143570 x 0.848492 = 4.364; 8.731790 x 0.872734 = 7.621
+#          -> 20.224 / 69.824 / 121.936
+HAND = {
+    "llamaattention-q_proj": ((10.526, 8396800, 5.543, 12292, 4194304), (27.008, 74.144, 75.744)),
+    "llamaattention-o_proj": ((10.513, 8396800, 7.369, 2105352, 4194304), (29.488, 74.032, 75.632)),
+    "llamamlp-gate_proj": ((32.977, 33574912, 5.564, 12292, 8890108), (20.224, 69.824, 121.936)),
+}
+
+
 def test_plan_design_json_and_report_give_one_number(llama_run):
+    """Every face shows the hand-worked saving (HAND) for each site: the plan's record, the gain
+    recomputed from it, analyze's JSON, the report (baseline only and A/B) and the design."""
     from cannbot_prefetch.plan import load_plan
     from cannbot_prefetch.profiling.load import load_profile
     from cannbot_prefetch.report import build_report
@@ -39,7 +69,7 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
 
     res, out = llama_run
     plan = load_plan(out / "prefetch_plan.yaml")
-    assert plan.sites
+    assert sorted(s.id for s in plan.sites) == sorted(HAND)
     hw = plan_hardware(plan, None)
     assert hw.name == "910B3" and "the plan's hardware" in hw.detected_from
     design = (out / "prefetch_design.md").read_text()
@@ -48,18 +78,23 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
     rep = build_report(plan, "plan", base, None, hardware=hw, verify=None, policy=policy())
     by_report = {s.site_id: s.step_saving_us for s in rep.expectation.sites}
     ab = build_report(plan, "plan", base, base, hardware=hw, verify=None, policy=policy())
-    assert {s.site_id: s.step_saving_us for s in ab.expectation.sites} == by_report   # A/B too
+    by_ab = {s.site_id: s.step_saving_us for s in ab.expectation.sites}
     for site in plan.sites:
+        inputs, want = HAND[site.id]
+        ev = site.evidence
+        assert (ev["mean_us"], ev["bytes_per_op"], ev["window"]["effective_us"], ev["window"]["bytes"],
+                site.max_size) == inputs                                  # what the hand values used
+        assert ev["instances_per_step"] == 16 and ev["useful_share"] == 1.0
         sg = site_gain(site, hw)
         assert sg.source == "recomputed"
-        want = (site.saving_us.low, site.saving_us.mid, site.saving_us.high)
-        assert tuple(sg.gain.per_step.__dict__.values()) == want         # plan == recomputed
+        assert (site.saving_us.low, site.saving_us.mid, site.saving_us.high) == want   # plan
+        assert tuple(sg.gain.per_step.__dict__.values()) == want          # recomputed
         assert tuple(by_json[site.id].values()) == want                    # analyze JSON
-        assert by_report[site.id] == want                                  # report, baseline only
+        assert by_report[site.id] == want and by_ab[site.id] == want       # report, both modes
         line = re.search(rf"- {re.escape(site.id)}: ([\d.]+) / ([\d.]+) / ([\d.]+) µs per step", design)
         assert tuple(float(x) for x in line.groups()) == tuple(round(x, 1) for x in want)
-    total = tuple(round(sum(getattr(s.saving_us, k) for s in plan.sites), 3) for k in ("low", "mid", "high"))
-    assert rep.expectation.step_saving_us == total
+    # 27.008 + 29.488 + 20.224, 74.144 + 74.032 + 69.824, 75.744 + 75.632 + 121.936
+    assert rep.expectation.step_saving_us == pytest.approx((76.72, 218.0, 273.312), abs=1e-9)
 
 
 def test_report_recomputes_for_another_part_and_says_so(llama_run):
@@ -87,8 +122,16 @@ def test_hardware_overrides_travel_with_the_plan(tmp_path):
                                        "hardware_overrides": {"hbm_bw_tbps": 1.2, "cmo_bw_gbps": 300.0}})
     hw = plan_hardware(plan, None)
     assert hw.hbm_bw_tbps == 1.2 and hw.cmo_bw_gbps == 300.0 and "overrides" in hw.detected_from
-    g = inputs_of(plan.sites[0])
-    assert site_gain(plan.sites[0], hw).gain == expected(plan.sites[0].max_size, g, hw)
+    # by hand (gain.py's model, policy L2/HBM ratios 3.4 / 4.2 / 5.0): HBM 1.2e12, CMO 300e9
+    # -> rates 300 / 750 / 1200 GB/s. idle = 12 - 4096 / 1.2e12 s = 11.996587 µs; hidden =
+    # min(8388608, idle x rate) = 3598976 (3.6e6 - 1024) / 8388608 / 8388608 B. The op: 33558528 B
+    # in 33 µs, e = 1.0169251e12 / 1.2e12 = 0.847438. Per op hidden / 1.0169251e12 x (1 - e/r):
+    # 3.539077 x 0.750754 = 2.657; 8.248993 x 0.798229 = 6.585; 8.248993 x 0.830512 = 6.851 µs
+    # (ceiling 33 - 0.1 does not bind); x 16 per step: 42.512 / 105.36 / 109.616.
+    got = site_gain(plan.sites[0], hw).gain
+    assert (got.per_op.low, got.per_op.mid, got.per_op.high) == (2.657, 6.585, 6.851)
+    assert (got.per_step.low, got.per_step.mid, got.per_step.high) == pytest.approx(
+        (42.512, 105.36, 109.616), abs=1e-9)
     assert site_gain(plan.sites[0], hw).gain != site_gain(plan.sites[0], hardware.load("910B3")).gain
 
 
