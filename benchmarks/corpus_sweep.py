@@ -417,11 +417,11 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
             on_cfg = copy.deepcopy(cfg)
             setattr(on_cfg, "enable_prefetch", True)
             for route, route_cfg, env in (("config", on_cfg, None), ("env", cfg, "1")):
-                with switch_env(env):
+                with switch_env(env):      # set for the whole process's run, as a user sets it
                     model = getattr(mod, cls_name)(route_cfg).eval()
-                model.load_state_dict(base.state_dict(), strict=False)
-                with stub_torch_npu() as rec, torch.no_grad():
-                    on = _logits(run(model))
+                    model.load_state_dict(base.state_dict(), strict=False)
+                    with stub_torch_npu() as rec, torch.no_grad():
+                        on = _logits(run(model))
                 if not torch.equal(off, on):
                     res["problems"].append(f"switch on ({route}): logits differ from switch off")
                 seen = {id(c.weight) for c in rec.calls}

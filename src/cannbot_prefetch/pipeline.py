@@ -196,7 +196,8 @@ def verify(plan_path, factory: str | None, *, model_config=None):
         from .verify.factory import build
 
         return run_verify(plan_path, BUILTIN_FACTORY,
-                          built=lambda: build(plan_path, model_config))
+                          built=lambda: build(plan_path, model_config),
+                          built_config_on=lambda: build(plan_path, model_config, switch_on=True))
     return run_verify(plan_path, factory)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 
 from ..plan import MODES, grammar
+from ..plan.schema import ENV_SIZE, ENV_SWITCH, SIZE_KEY
 
 HELPER_NAME = "_cannbot_prefetch.py"
 # the ops a captured graph holds for a prefetch (verify looks for these names)
@@ -346,17 +347,6 @@ def link_next_layers(layers):
         object.__setattr__(layer, "next_layer", nxt)
     return layers
 '''
-
-
-ENV_SWITCH = "CANNBOT_PREFETCH"      # the one environment switch (docs/rewrite.md "The switch")
-ENV_SIZE = "CANNBOT_PREFETCH_SIZE"   # run-time sizes: "0.7" or "site-a=0.7,site-b=1048576"
-SIZE_KEY = "prefetch_size"           # config key beside the switch's key: sizes
-
-
-def size_key_path(config_path: str) -> str:
-    """The config key of the run-time sizes: `prefetch_size` beside the switch's key."""
-    parent = config_path.rsplit(".", 1)[0] + "." if "." in config_path else ""
-    return parent + SIZE_KEY
 
 
 def helper_source(mode: str, config_path: str, default: bool = False) -> str:

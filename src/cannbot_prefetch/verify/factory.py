@@ -32,8 +32,11 @@ from ..errors import InputError
 SEED = 0
 
 
-def build(plan_path: str | Path, config_path: str | Path | None) -> tuple[Any, Any]:
-    """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step."""
+def build(plan_path: str | Path, config_path: str | Path | None, *,
+          switch_on: bool = False) -> tuple[Any, Any]:
+    """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step.
+    `switch_on`: the plan's switch set to true at the top level of the config, as a user sets it
+    in config.json (verify/routes.py), and nowhere else."""
     import torch
 
     from ..plan import load_plan, resolve_source
@@ -46,7 +49,14 @@ def build(plan_path: str | Path, config_path: str | Path | None) -> tuple[Any, A
     data = _read_config(cfg_file)
     module = load_model_module(model_file, data)
     model_cls = _model_class(module, data, model_file)
-    config = _make_config(model_cls, module, tiny_config(data), cfg_file)
+    tiny = tiny_config(data)
+    if switch_on:
+        *parents, key = plan.switch.config_path.split(".")
+        node = tiny
+        for p in parents:
+            node = node.setdefault(p, {}) if isinstance(node.get(p, {}), dict) else {}
+        node[key] = True
+    config = _make_config(model_cls, module, tiny, cfg_file)
     torch.manual_seed(SEED)
     try:
         model = model_cls(config)
