@@ -1,0 +1,45 @@
+"""Call paths and shapes issue 37 found wrong on real transformers files (copied to tmp at test
+time): a decoder stack iterated through `zip(self.config.layer_types, self.layers, strict=True)`
+(ergo) is a call path; a value built by `.view(batch_size * seq_length, emb_dim)` (zaya) has
+batch and sequence merged, so the decode guard never reads its dim 1 (the hidden size) as the
+query length. Configs are the families' own defaults (transformers' config classes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cannbot_prefetch import api
+from cannbot_prefetch.mapping import Mapper
+from cannbot_prefetch.mapping.source import load_model_source
+from cannbot_prefetch.plan import load_plan
+
+transformers = pytest.importorskip("transformers")
+
+
+def _config(tmp_path, cfg) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(cfg.to_json_string(use_diff=False))
+    return str(path)
+
+
+@pytest.mark.parametrize("linear", ["ErgoAttention.o_proj", "ErgoAttention.qkv_proj",
+                                    "ErgoMLP.down_proj", "ErgoSharedExpert.down_proj"])
+def test_zip_over_the_layer_list_is_a_call_path(modeling, tmp_path, linear):
+    src = modeling("ergo")
+    data = json.loads(transformers.ErgoConfig().to_json_string(use_diff=False))
+    m = Mapper(load_model_source(src, data, "config.json"))
+    runs = {f"{e.owner}.{e.attr}" for e in m.events_of("ErgoForCausalLM") if e.kind == "linear"}
+    assert linear in runs
+
+
+def test_a_view_merging_batch_and_sequence_is_not_guarded_on_dim_1(modeling, tmp_path):
+    src = modeling("zaya")
+    cfg = transformers.ZayaConfig()
+    res = api.analyze(None, model_src=str(src), model_config=_config(tmp_path, cfg),
+                      targets=("ZayaExperts.gate_up_proj",), out=str(tmp_path / "out"))
+    res.save()
+    site = load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
+    assert site.dependency == "hidden_states_flat"        # built by .view(b * s, emb_dim)
+    assert site.guard is None or site.guard.expr != "hidden_states_flat", site.guard
