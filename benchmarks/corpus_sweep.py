@@ -33,6 +33,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import gc
 import importlib
 import importlib.util
 import json
@@ -434,6 +435,8 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     if not fires[s.id]:
                         res["problems"].append(f"{s.target.cls}.{s.target.attr}: switch on by "
                                                f"{route}, the weight never reached npu_prefetch")
+                model = rec = seen = None        # one rewritten model at a time (heap limit)
+                gc.collect()
         fully = (not res["problems"] and len(res["planned"]) == len(mine)
                  and len(applied) == len(mine) and not any(r["by"] != "sweep" for r in res["rejected"]))
         res["status"] = "pass" if fully else ("fail" if res["problems"] else "refused")

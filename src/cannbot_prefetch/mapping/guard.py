@@ -66,6 +66,8 @@ class _Trace:
 
     def param(self, m: Method, name: str, depth: int) -> tuple[int | None, str]:
         hop = self.path[depth]
+        if _annotated_tuple(m, name):   # `position_embeddings: tuple[Tensor, Tensor]` (hy_v4)
+            return None, f"parameter '{name}' is annotated as a tuple, not one tensor"
         if hop.stmt < 0:
             return None, f"parameter '{name}': {hop.cls}.{hop.method} is not reached by the forward pass"
         if depth == 0:
@@ -120,6 +122,17 @@ class _Trace:
                         return 3 - dim, f"`{text}` of {why}"
                     return dim, why
         return None, f"`{text}`: layout unknown"
+
+
+def _annotated_tuple(m: Method, name: str) -> bool:
+    """The parameter's annotation says tuple (`tuple[torch.Tensor, torch.Tensor]`, `Tuple[...]`,
+    optionally `| None`): its value has no shape to read."""
+    fn = m.node
+    for p in (*fn.params.params, *fn.params.kwonly_params):
+        if p.name.value == name and p.annotation is not None:
+            text = code_of(p.annotation.annotation).replace("typing.", "").replace(" ", "")
+            return text.lower().startswith(("tuple[", "optional[tuple["))
+    return False
 
 
 def _short(node: cst.CSTNode) -> str:
