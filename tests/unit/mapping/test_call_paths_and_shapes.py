@@ -43,3 +43,28 @@ def test_a_view_merging_batch_and_sequence_is_not_guarded_on_dim_1(modeling, tmp
     site = load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
     assert site.dependency == "hidden_states_flat"        # built by .view(b * s, emb_dim)
     assert site.guard is None or site.guard.expr != "hidden_states_flat", site.guard
+
+
+def _text(cfg):
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+@pytest.mark.parametrize("family, config_cls, target, dims", [
+    # `KosmosTextAttention(config, embed_dim=config.embed_dim, ...)`: a keyword the caller passes
+    ("kosmos2", "Kosmos2Config", "KosmosTextAttention.out_proj",
+     lambda t: [t.embed_dim, t.embed_dim]),
+    # ffn_dim lives in the text sub-config of a composite config.json
+    ("kosmos2_5", "Kosmos2_5Config", "Kosmos2_5TextFFN.fc2", lambda t: [t.embed_dim, t.ffn_dim]),
+    ("blenderbot_small", "BlenderbotSmallConfig", "BlenderbotSmallAttention.out_proj",
+     lambda t: [t.d_model, t.d_model]),
+    ("blenderbot_small", "BlenderbotSmallConfig", "BlenderbotSmallDecoderLayer.fc2",
+     lambda t: [t.d_model, t.decoder_ffn_dim]),
+])
+def test_shapes_through_the_constructor_call(modeling, tmp_path, family, config_cls, target, dims):
+    """The weight dims ([out, in]) from the family's default config class, not from the tool."""
+    cfg = getattr(transformers, config_cls)()
+    res = api.analyze(None, model_src=str(modeling(family)), model_config=_config(tmp_path, cfg),
+                      targets=(target,), out=str(tmp_path / "out"))
+    res.save()
+    site = load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
+    assert list(site.basis.dims) == dims(_text(cfg))
