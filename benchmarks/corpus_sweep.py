@@ -112,8 +112,8 @@ def _shrink(cfg, widths: bool = True) -> None:
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
-        elif k == "vocab_size":
-            new = SMALL["vocab_size"]
+        elif k == "vocab_size" or (re.search(r"vocab$", k) and v > SMALL["vocab_size"]):
+            new = SMALL["vocab_size"]         # blt's encoder_hash_byte_group_vocab too
         elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
             base = new_hidden or 64
             new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
@@ -417,6 +417,8 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
             # from, then (separately) the environment alone; never a module attribute by hand
             on_cfg = copy.deepcopy(cfg)
             setattr(on_cfg, "enable_prefetch", True)
+            model = None                       # the off model goes before the next is built
+            gc.collect()
             for route, route_cfg, env in (("config", on_cfg, None), ("env", cfg, "1")):
                 with switch_env(env):      # set for the whole process's run, as a user sets it
                     model = getattr(mod, cls_name)(route_cfg).eval()
