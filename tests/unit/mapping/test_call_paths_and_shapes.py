@@ -68,3 +68,16 @@ def test_shapes_through_the_constructor_call(modeling, tmp_path, family, config_
     res.save()
     site = load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
     assert list(site.basis.dims) == dims(_text(cfg))
+
+
+def test_a_module_set_to_none_then_built_under_if_may_run(modeling):
+    """granitemoehybrid: `self.mamba = None`, then `self.mamba = GraniteMoeHybridMambaLayer(...)`
+    under `if config.layers_block_type[layer_idx] == ...`, and `forward` runs it under
+    `if self.mamba is not None:`. The first value is not the one every layer keeps."""
+    cfg = transformers.GraniteMoeHybridConfig(layer_types=["mamba", "attention"],
+                                              num_hidden_layers=2)
+    data = json.loads(cfg.to_json_string(use_diff=False))
+    m = Mapper(load_model_source(modeling("granitemoehybrid"), data, "config.json"))
+    runs = {f"{e.owner}.{e.attr}" for e in m.events_of("GraniteMoeHybridForCausalLM")
+            if e.kind == "linear"}
+    assert {"GraniteMoeHybridMambaLayer.in_proj", "GraniteMoeHybridMambaLayer.out_proj"} <= runs

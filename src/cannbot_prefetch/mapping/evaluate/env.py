@@ -275,6 +275,13 @@ def exec_assign(env: Env, s: Stmt) -> None:
             env.missing[d[5:] if d.startswith("self.") else d] = exc.key
             continue
         except EVAL_ERRORS:
+            # a value it cannot evaluate replaces any earlier one: `self.mamba = None`, then
+            # `self.mamba = MambaLayer(...)` under `if` (granitemoehybrid) is not known None
+            d = dotted(target) or ""
+            if isinstance(target, cst.Name):
+                env.local.pop(target.value, None)
+            elif d.startswith("self.") and d.count(".") == 1:
+                env.self_vals.pop(d[5:], None)
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v
