@@ -81,3 +81,16 @@ def test_a_module_set_to_none_then_built_under_if_may_run(modeling):
     runs = {f"{e.owner}.{e.attr}" for e in m.events_of("GraniteMoeHybridForCausalLM")
             if e.kind == "linear"}
     assert {"GraniteMoeHybridMambaLayer.in_proj", "GraniteMoeHybridMambaLayer.out_proj"} <= runs
+
+
+def test_a_sub_config_handed_down_two_constructors(modeling, tmp_path):
+    """blt: `BltLocalEncoder(config.encoder_config)` builds `BltTransformerLayer(config, i)`,
+    which builds `BltMLP(config)`: `config` there is the encoder's sub-config, two calls down
+    (analyze said "config key 'hidden_size' is missing", true of the top level only)."""
+    cfg = transformers.BltConfig()
+    res = api.analyze(None, model_src=str(modeling("blt")), model_config=_config(tmp_path, cfg),
+                      targets=("BltMLP.down_proj",), out=str(tmp_path / "out"))
+    res.save()
+    dims = list(load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0].basis.dims)
+    subs = [cfg.encoder_config, cfg.decoder_config, cfg.global_config]
+    assert dims in [[c.hidden_size, c.intermediate_size] for c in subs]

@@ -87,7 +87,14 @@ class Env:
                                            nulls=[])
             for name, a in bind_args(args, params):
                 if code_of(a.value) in ("config", "self.config"):
-                    self.config_names.add(name)
+                    # the parent's config may itself be a sub-config it was handed
+                    # (`BltLocalEncoder(config.encoder_config)` -> `BltTransformerLayer(config)`)
+                    sub = parent_env.local.get("config") if code_of(a.value) == "config" \
+                        else parent_env.self_vals.get("config")
+                    if isinstance(sub, dict):
+                        self.local[name] = sub
+                    else:
+                        self.config_names.add(name)
                     continue
                 try:
                     self.local[name] = parent_env.eval(a.value)
