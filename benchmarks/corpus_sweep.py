@@ -10,8 +10,15 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
 3. `analyze --model-src <tmp copy> --model-config <its config.json> --target ...` (manual mode)
    with all of them, then `apply --write --yes` on the tmp copy;
 4. load the rewritten file under the package's own module name, load the reference weights and
-   check: logits bit-identical with the switch off; with it on, under a recording `torch_npu`
-   stub, every planned weight reaches `npu_prefetch` and the logits are unchanged.
+   check: logits bit-identical with the switch off; then, the way a user turns it on, a model
+   built with `enable_prefetch: true` at the top level of the config only, and separately one
+   built with `CANNBOT_PREFETCH=1` in the environment only (never a module attribute or the
+   helper's ENABLED set by hand): under a recording `torch_npu` stub every applied site's
+   weight reaches `npu_prefetch` and the logits are unchanged.
+
+The model class is the one `AutoModelForCausalLM` builds for the family (gemma3:
+Gemma3ForConditionalGeneration), else the file's first *ForCausalLM; composite configs are made
+small with their sub-configs. A plan analyze writes and its own loader refuses is a failure.
 
 A family passes when every target is planned, applied and verified. Each target the tool does not
 plan is printed with the tool's reason; disagreements between analyze and apply are failures.
@@ -25,10 +32,13 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import copy
+import gc
 import importlib
 import importlib.util
 import json
 import multiprocessing as mp
+import os
 import re
 import shutil
 import sys
@@ -102,8 +112,8 @@ def _shrink(cfg, widths: bool = True) -> None:
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
-        elif k == "vocab_size":
-            new = SMALL["vocab_size"]
+        elif k == "vocab_size" or (re.search(r"vocab$", k) and v > SMALL["vocab_size"]):
+            new = SMALL["vocab_size"]         # blt's encoder_hash_byte_group_vocab too
         elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
             base = new_hidden or 64
             new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
@@ -147,11 +157,32 @@ def tiny_config(cls, widths: bool = True):
         raise RuntimeError(f"{cls.__name__} has no config_class")
     cfg = cfg_cls()
     _shrink(cfg, widths)
-    for sub in ("text_config", "decoder", "language_config"):   # nested parts, if any
-        part = getattr(cfg, sub, None)
-        if part is not None and hasattr(part, "to_dict"):
-            _shrink(part, widths)
+    for part in _sub_configs(cfg):   # text, vision, audio parts...: small too, none skipped
+        _shrink(part, widths)
     return cfg
+
+
+def _sub_configs(cfg, depth: int = 0) -> list:
+    """Every config object nested in `cfg` (text_config, vision_config, decoder, ...)."""
+    out = []
+    for v in list(vars(cfg).values()):
+        if v is not cfg and hasattr(v, "to_dict") and type(v).__name__.endswith("Config"):
+            out.append(v)
+            if depth < 3:
+                out += _sub_configs(v, depth + 1)
+    return out
+
+
+def causal_lm_class(module, fam_dir: str, classes: list[str]) -> str:
+    """The class `AutoModelForCausalLM` builds for the family's model type (what a user who
+    loads the family gets: Gemma3ForConditionalGeneration for gemma3), when this file defines
+    it; else the file's first *ForCausalLM."""
+    with contextlib.suppress(Exception):
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(fam_dir)
+        if isinstance(name, str) and isinstance(getattr(module, name, None), type):
+            return name
+    return classes[0]
 
 
 # ------------------------------------------------------------------------- targets
@@ -210,6 +241,7 @@ def own_class_targets(model, module_name: str, targets: list[str]) -> tuple[list
 def loaded_as(module_name: str, path: Path, helper: Path):
     pkg = module_name.rpartition(".")[0]
     saved = {k: sys.modules.get(k) for k in (module_name, f"{pkg}._cannbot_prefetch")}
+    saved_attrs: dict = {}
     try:
         hs = importlib.util.spec_from_file_location(f"{pkg}._cannbot_prefetch", helper)
         hmod = importlib.util.module_from_spec(hs)
@@ -219,13 +251,40 @@ def loaded_as(module_name: str, path: Path, helper: Path):
         mod = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = mod
         spec.loader.exec_module(mod)
+        # the package's names point at the rewritten classes too, as they would for a user who
+        # applied the plan to the installed file: AutoModel.from_config(config.text_config)
+        # (gemma3's language model) builds its class from the package
+        package = sys.modules.get(pkg)
+        for name, obj in vars(mod).items():
+            if package is not None and isinstance(obj, type) and name in vars(package):
+                saved_attrs[name] = vars(package)[name]
+                setattr(package, name, obj)
         yield mod, hmod
     finally:
+        package = sys.modules.get(pkg)
+        for name, obj in saved_attrs.items():
+            setattr(package, name, obj)
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+
+
+@contextlib.contextmanager
+def switch_env(value: str | None):
+    """The environment switch set to `value` (None: unset) for the block."""
+    from cannbot_prefetch.rewrite.helper import ENV_SWITCH
+
+    saved = os.environ.pop(ENV_SWITCH, None)
+    if value is not None:
+        os.environ[ENV_SWITCH] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(ENV_SWITCH, None)
+        if saved is not None:
+            os.environ[ENV_SWITCH] = saved
 
 
 def _logits(out):
@@ -237,7 +296,7 @@ def _weights_of(model, target: str) -> list:
     cls, attr = target.split(".", 1)
     out = []
     for m in model.modules():
-        if type(m).__name__ != cls:
+        if cls not in {k.__name__ for k in type(m).__mro__}:   # a subclass holds it too
             continue
         obj = m
         for part in attr.split("."):
@@ -258,12 +317,12 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
     from cannbot_prefetch.verify.stub import stub_torch_npu
 
     res: dict = {"family": fam, "file": path, "status": "setup", "targets": [], "planned": [],
-                 "rejected": [], "refused": [], "problems": []}
+                 "rejected": [], "refused": [], "problems": [], "applied": [], "fires": {}}
     src = Path(path)
     module_name = f"transformers.models.{src.parent.name}.{src.stem}"
     try:
         orig = importlib.import_module(module_name)
-        cls_name = classes[0]
+        cls_name = causal_lm_class(orig, src.parent.name, classes)
         cls = getattr(orig, cls_name)
         ids = None
 
@@ -320,6 +379,9 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     plan_with([t])
                     ok.append(t)
                 except CannbotError as exc:
+                    if str(exc).startswith("plan:"):   # analyze wrote what its loader refuses
+                        res["problems"].append(f"{t}: analyze's plan refused by its own "
+                                               f"loader: {exc}")
                     res["rejected"].append({"target": t, "reason": str(exc), "by": "analyze"})
             doc = plan_with(ok).to_json() if ok else None
         if doc is None:
@@ -340,30 +402,43 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         if res["refused"]:
             res["problems"].append("apply refused a site analyze planned")
         applied = set(changes.applied)
+        res["applied"] = sorted(applied)
         helper = tmp / "_cannbot_prefetch.py"
         with loaded_as(module_name, model_file, helper) as (mod, hmod):
-            model = getattr(mod, cls_name)(cfg).eval()
+            with switch_env(None):
+                model = getattr(mod, cls_name)(cfg).eval()
             model.load_state_dict(base.state_dict(), strict=False)
             with torch.no_grad():
                 off = _logits(run(model))
-            if not torch.equal(ref, off):
+            res["off_identical"] = bool(torch.equal(ref, off))
+            if not res["off_identical"]:
                 res["problems"].append("switch off: logits differ from the original file's")
-            for m in model.modules():
-                if "enable_prefetch" in vars(m):
-                    object.__setattr__(m, "enable_prefetch", True)
-            hmod.ENABLED = True
-            with stub_torch_npu() as rec, torch.no_grad():
-                on = _logits(run(model))
-            if not torch.equal(off, on):
-                res["problems"].append("switch on: logits differ from switch off")
-            seen = {id(c.weight) for c in rec.calls}
-            for s in plan.sites:
-                if s.id not in applied:
-                    continue
-                ws = _weights_of(model, f"{s.target.cls}.{s.target.attr}")
-                if not any(id(w) in seen for w in ws):
-                    res["problems"].append(f"{s.target.cls}.{s.target.attr}: switch on, the "
-                                           f"weight never reached npu_prefetch")
+            # switch on the way a user does: the top level of the config the model is built
+            # from, then (separately) the environment alone; never a module attribute by hand
+            on_cfg = copy.deepcopy(cfg)
+            setattr(on_cfg, "enable_prefetch", True)
+            model = None                       # the off model goes before the next is built
+            gc.collect()
+            for route, route_cfg, env in (("config", on_cfg, None), ("env", cfg, "1")):
+                with switch_env(env):      # set for the whole process's run, as a user sets it
+                    model = getattr(mod, cls_name)(route_cfg).eval()
+                    model.load_state_dict(base.state_dict(), strict=False)
+                    with stub_torch_npu() as rec, torch.no_grad():
+                        on = _logits(run(model))
+                if not torch.equal(off, on):
+                    res["problems"].append(f"switch on ({route}): logits differ from switch off")
+                seen = {id(c.weight) for c in rec.calls}
+                fires = res["fires"].setdefault(route, {})
+                for s in plan.sites:
+                    if s.id not in applied:
+                        continue
+                    ws = _weights_of(model, f"{s.target.cls}.{s.target.attr}")
+                    fires[s.id] = any(id(w) in seen for w in ws)
+                    if not fires[s.id]:
+                        res["problems"].append(f"{s.target.cls}.{s.target.attr}: switch on by "
+                                               f"{route}, the weight never reached npu_prefetch")
+                model = rec = seen = None        # one rewritten model at a time (heap limit)
+                gc.collect()
         fully = (not res["problems"] and len(res["planned"]) == len(mine)
                  and len(applied) == len(mine) and not any(r["by"] != "sweep" for r in res["rejected"]))
         res["status"] = "pass" if fully else ("fail" if res["problems"] else "refused")
@@ -444,8 +519,11 @@ def main(argv=None) -> int:
 
 
 def _print_one(r: dict) -> None:
+    fires = " ".join(f"fires({k}) {sum(v.values())}/{len(v)}" for k, v in r.get("fires", {}).items())
+    off = {True: "off bit-identical", False: "off DIFFERS"}.get(r.get("off_identical"), "")
     print(f"{r['status']:10s} {r['family']:32s} targets {len(r['targets']):3d} "
-          f"planned {len(r['planned']):3d}", flush=True)
+          f"planned {len(r['planned']):3d} applied {len(r.get('applied', [])):3d} {off} {fires}",
+          flush=True)
     for x in r["rejected"]:
         print(f"    not planned ({x['by']}) {x['target']}: {x['reason']}")
     for x in r["refused"]:

@@ -182,7 +182,9 @@ def verify(plan_path, factory: str | None, *, model_config=None, root=None):
         from .verify.factory import build
 
         return run_verify(plan_path, BUILTIN_FACTORY,
-                          built=lambda: build(plan_path, model_config, root))
+                          built=lambda: build(plan_path, model_config, root),
+                          built_config_on=lambda: build(plan_path, model_config, root,
+                                                        switch_on=True))
     return run_verify(plan_path, factory)
 
 

@@ -81,6 +81,10 @@ def test_builtin_factory_on_a_copied_transformers_file(tmp_path, family, example
     for name in ("compile eager", "compile aot_eager", "captured prefetch", "recompiles"):
         assert checks[name]["passed"] and not checks[name]["skipped"], checks[name]
     assert "prefetches per forward [2, 2, 2]" in checks["recompiles"]["detail"]
+    # the switch turned on as a user does, on fresh models: the environment alone, the top of
+    # the config alone (routes.py)
+    routes = {n: c for n, c in checks.items() if n.startswith("switch by ")}
+    assert len(routes) == 2 and all(c["passed"] and not c["skipped"] for c in routes.values())
 
 
 def test_decode_step_keeps_the_cache_state(tmp_path):

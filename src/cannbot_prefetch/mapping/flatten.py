@@ -52,13 +52,23 @@ def _stmt_calls(s: Stmt) -> list[cst.Call]:
 
 
 def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
-    """(loop variable, iterated expression) of `for x in it` / `for i, x in enumerate(it)`."""
+    """(loop variable, iterated expression) of `for x in it` / `for i, x in enumerate(it)`, and
+    of the module list among `zip(...)`'s arguments (`for kind, layer in zip(self.config.
+    layer_types, self.layers)`, ergo): the variable at the list's position."""
     it, target = node.iter, node.target
     if isinstance(it, cst.Call) and code_of(it.func) == "enumerate" and it.args:
         it = it.args[0].value
         if isinstance(target, cst.Tuple) and len(target.elements) == 2:
             target = target.elements[1].value
+    elif isinstance(it, cst.Call) and code_of(it.func) == "zip" and isinstance(target, cst.Tuple):
+        args = [a for a in it.args if a.keyword is None]      # `strict=True` is no iterable
+        if len(args) == len(target.elements) and not any(a.star for a in args):
+            return None, _ZipArgs((el.value, a.value) for el, a in zip(target.elements, args))
     return (target.value if isinstance(target, cst.Name) else None), it
+
+
+class _ZipArgs(list):
+    """The (target, iterated) pairs of a `for a, b in zip(x, y)` loop."""
 
 
 # ------------------------------------------------------------------------------ the walk
@@ -147,9 +157,12 @@ def _walk_method(ms, cls, method, prefix, out, depth, active, site) -> None:
                                                    f"self.{a}"),), "linear", params[a].cls, a))
         if s.header and isinstance(s.node, cst.For):
             var, it = _loop_var(s.node)
-            r = resolve(ms, cls, it, local)
-            if var and r is not None and r.kind == "list":
-                local[var] = Ref("module", r.cls, None, r.attr, r.owner, via_list=True)
+            pairs = it if isinstance(it, _ZipArgs) else [(cst.Name(var) if var else None, it)]
+            for target, iterated in pairs:
+                r = resolve(ms, cls, iterated, local)
+                if isinstance(target, cst.Name) and r is not None and r.kind == "list":
+                    local[target.value] = Ref("module", r.cls, None, r.attr, r.owner,
+                                              via_list=True)
         bound = local_assign(s)
         if bound is not None:
             r = resolve(ms, cls, bound[1], local)

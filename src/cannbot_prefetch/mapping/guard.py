@@ -13,9 +13,10 @@ A value's layout is traced back through the source, never guessed from its name:
 - a submodule call `self.X(x, ...)` (linear, norm, activation, block) keeps x's leading dims;
   element-wise arithmetic keeps its operands'; `.contiguous()`, `.to()`, a last-dim
   `.chunk()`/`.split()` keep the receiver's;
-- `.view(...)` / `.reshape(...)` not led by -1 keep [B, S, ...] (dim 1); `.transpose(1, 2)` swaps
+- `.view(...)` / `.reshape(...)` not led by -1 or a product keep [B, S, ...] (dim 1); `.transpose(1, 2)` swaps
   dims 1 and 2 ([B, S, heads, hd] -> [B, heads, S, hd]: dim 2);
-- a flattened value (`.view(-1, ...)`, `.reshape(-1, ...)`, `.flatten()`, indexing by token)
+- a flattened value (`.view(-1, ...)`, `.view(b * s, ...)`, `.reshape(-1, ...)`, `.flatten()`,
+  indexing by token)
   has no per-sequence dim; a free function's result (`attention_interface(...)`) is unknown.
 Dims are counted from the front, so [B, S, H] and [B, S, heads, hd] both read dim 1 and heads
 or batch are never taken for tokens. The dependency is tried first, then the method's
@@ -67,6 +68,8 @@ class _Trace:
 
     def param(self, m: Method, name: str, depth: int) -> tuple[int | None, str]:
         hop = self.path[depth]
+        if _annotated_tuple(m, name):   # `position_embeddings: tuple[Tensor, Tensor]` (hy_v4)
+            return None, f"parameter '{name}' is annotated as a tuple, not one tensor"
         if hop.stmt < 0:
             return None, f"parameter '{name}': {hop.cls}.{hop.method} is not reached by the forward pass"
         if depth == 0:
@@ -124,6 +127,17 @@ class _Trace:
                         return 3 - dim, f"`{text}` of {why}"
                     return dim, why
         return None, f"`{text}`: layout unknown"
+
+
+def _annotated_tuple(m: Method, name: str) -> bool:
+    """The parameter's annotation says tuple (`tuple[torch.Tensor, torch.Tensor]`, `Tuple[...]`,
+    optionally `| None`): its value has no shape to read."""
+    fn = m.node
+    for p in (*fn.params.params, *fn.params.kwonly_params):
+        if p.name.value == name and p.annotation is not None:
+            text = code_of(p.annotation.annotation).replace("typing.", "").replace(" ", "")
+            return text.lower().startswith(("tuple[", "optional[tuple["))
+    return False
 
 
 def _short(node: cst.CSTNode) -> str:
@@ -189,11 +203,18 @@ def _ints(args) -> tuple[int, ...]:
 
 
 def _leads_minus_one(call: cst.Call) -> bool:
+    """`.view(-1, ...)`, or a first size that is a product (`.view(batch_size * seq_length,
+    emb_dim)`, zaya / ergo): batch and sequence merged into one dim."""
     args = list(call.args)
     if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)):
         els = args[0].value.elements
-        return bool(els) and _ints([els[0]]) == (-1,)
-    return bool(args) and args[0].keyword is None and _ints(args[:1]) == (-1,)
+        return bool(els) and (_ints([els[0]]) == (-1,) or _is_product(els[0].value))
+    return bool(args) and args[0].keyword is None and (
+        _ints(args[:1]) == (-1,) or _is_product(args[0].value))
+
+
+def _is_product(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)
 
 
 def _last_dim(call: cst.Call) -> bool:

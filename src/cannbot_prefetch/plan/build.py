@@ -48,6 +48,7 @@ from .options import PlanOptions, with_defaults
 from .schema import Plan, Switch, sha256_file
 from .size import hbm_bps, size_mapped
 from .sites import select, site_of, unique_ids
+from .switch_reach import unreachable_notes
 
 
 def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.PathLike,
@@ -100,6 +101,7 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         switch=Switch(pol["plan"].get("switch_name", "enable_prefetch"), False, opts.config_path),
         created_from=_created_from(profile_info, hw, ms, cfg_path),
         rejections=tuple(r.to_dict() for r in rejections))
+    notes += unreachable_notes(ms, sites, plan.switch)
     site_views = [SiteView(s, True, c, m, z) for s, (c, m, z) in zip(sites, planned)]
     site_views += [SiteView(site_of(c, m, z, opts, hw), False, c, m, z, why)
                    for (c, m, z), why in listed]

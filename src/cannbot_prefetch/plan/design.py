@@ -15,7 +15,7 @@ from ..gain import optimistic_share
 from ..i18n import texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
-from .schema import call_form, decode_guard_text
+from .schema import ENV_SIZE, ENV_SWITCH, call_form, decode_guard_text
 from .ranks_design import rank_lines
 
 
@@ -97,7 +97,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     readers = sorted({s.insert.cls for s in d.plan.sites})
     if readers:
         L.append(f"- {t['switch_readers']}: " + ", ".join(f"`{c}.__init__`" for c in readers))
-    L += ["", t["switch"].format(name=sw.name, path=sw.config_path),
+    L += ["", t["switch"].format(name=sw.name, path=sw.config_path, env=ENV_SWITCH,
+                                 size_path=sw.size_path, env_size=ENV_SIZE),
           _mode_line(d.plan, t), ""]
 
     L += [f"## {t['sizes']}", ""]

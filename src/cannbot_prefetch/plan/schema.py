@@ -126,12 +126,24 @@ def decode_guard_text(site: "Site") -> str:
     return f"tokens <= {site.max_tokens}" if site.max_tokens is not None else "-"
 
 
+# The switch a user turns without the config (read at build time in the process that builds the
+# model: vLLM workers inherit it) and the run-time sizes; docs/rewrite.md "The switch".
+ENV_SWITCH = "CANNBOT_PREFETCH"        # 1 / 0; wins over the config
+ENV_SIZE = "CANNBOT_PREFETCH_SIZE"     # "0.7" or "site-a=0.7,site-b=1048576"
+SIZE_KEY = "prefetch_size"             # config key beside the switch's key: sizes
+
 @dataclass(frozen=True)
 class Switch:
     name: str = "enable_prefetch"
     default: bool = False
     config_path: str = "enable_prefetch"   # e.g. custom_params.enable_prefetch
     config_file: str | None = None         # YAML runner config to add the key to, if any
+
+    @property
+    def size_path(self) -> str:
+        """The config key of the run-time sizes: `prefetch_size` beside the switch's key."""
+        parent = self.config_path.rsplit(".", 1)[0] + "." if "." in self.config_path else ""
+        return parent + SIZE_KEY
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,9 @@ def site_line(s: Site, loc: Location, switch: Switch) -> str:
     g = s.guard  # decode guard: the helper prefetches while `expr.shape[dim] <= max_len`
     extra = {"guard": cst.Tuple([cst.Element(_path(g.expr)), cst.Element(_signed(g.dim)),
                                  cst.Element(_int(g.max_len))])} if g is not None else {}
+    if not grammar.is_site_id(s.id):
+        raise ValueError(f"not a site id: {s.id!r}")
+    extra["site"] = cst.SimpleString(f'"{s.id}"')   # its run-time size, if one is given
     call = _call(f"{ALIAS}.npu_prefetch", flag, _path(s.target.weight_expr), _path(s.dependency),
                  _int(s.max_size), **extra)
     if not loc.guard:

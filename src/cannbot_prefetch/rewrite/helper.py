@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 
 from ..plan import CALL_FORMS, MODES, call_form, grammar
+from ..plan.schema import ENV_SIZE, ENV_SWITCH, SIZE_KEY
 
 HELPER_NAME = "_cannbot_prefetch.py"
 # the ops a captured graph holds for a prefetch (verify looks for these names)
@@ -36,9 +37,17 @@ HEADER = "# Written by cannbot-prefetch (`cannbot prefetch apply --write`)."
 _TEMPLATE = '''{header} Do not edit: apply rewrites it.
 """Switch-guarded weight prefetch for Ascend NPUs (torch_npu.npu_prefetch), graph-capture safe.
 
-Turn it on through the model config (`{config_path}: true`) or, for constructors that get no
-config object, by setting `ENABLED = True` in this module before the model is built. Off by
-default; when off nothing here touches torch_npu.
+Turn it on where you build the model: `{config_path}: true` at the top level of the config the
+model is built from (sub-configs such as `text_config`, and layers built with no config object,
+see it too), or the environment variable `{env}=1` in the process that builds the model (vLLM
+workers inherit it); `{env}=0` turns it off whatever the config says. Off by default; when off
+nothing here touches torch_npu.
+
+The prefetch size of each site is read when the model is built: `{size_key}` next to the switch
+in the config (one value for every site, or a mapping site id -> value) or `{env_size}` (`0.7`, or
+`site-a=0.7,site-b=1048576`). A number with a decimal point is a fraction of the weight's bytes
+(the tuning ladder 0.5 -> 0.7 -> 1.0 / 0.3 -> 0.1), a whole number is bytes; a site without one
+keeps its planned size.
 
 Call form `direct` calls torch_npu's `npu_prefetch` op with its dependency on the current
 stream (ge_graph / torchair: a Cmo node with a control edge); `join()` does nothing. Call form
@@ -49,6 +58,7 @@ torch.compile keeps them, in program order, after their dependency.
 """
 
 import importlib.util
+import os
 import sys
 import types
 
@@ -56,7 +66,11 @@ import torch
 
 MODE = {mode!r}                      # eager | ge_graph | npugraph_ex
 CALL = {call!r}                    # direct | side_stream (plan `call`)
-ENABLED = {default!r}                  # module-level switch (runner sets it; default off)
+ENABLED = {default!r}                  # module-level switch (lowest precedence; default off)
+ENV_SWITCH = {env!r}          # environment switch: 1 / 0 (wins over the config)
+ENV_SIZE = {env_size!r}  # environment sizes: fraction or bytes, per site
+SIZE_KEY = {size_key!r}          # config key beside the switch: sizes
+SIZES = {{}}                          # site id ("*": every site) -> fraction (float) or bytes (int)
 MULTI_STREAM_KEY = "enable_multi_streams"
 OPS = {ops!r}           # torch.library namespace of the side-stream ops
 
@@ -89,16 +103,103 @@ def _lookup(config, path):
     return value
 
 
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _env_switch():
+    """The environment switch: True / False, or None when unset."""
+    raw = os.environ.get(ENV_SWITCH, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    raise ValueError(f"{{ENV_SWITCH}}={{os.environ[ENV_SWITCH]!r}}: use 1 (on) or 0 (off)")
+
+
+def _building_configs(config):
+    """`config`, then the configs of the modules whose constructors are running, innermost
+    first. A layer built from a sub-config (`text_config`) or with no config object at all is
+    built inside the constructor of the model the user builds, whose `config` is the one the
+    user set the switch in: the call stack at build time is the only path from the layer to it
+    (read once, at build time; nothing at forward)."""
+    out = [config] if config is not None else []
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "__init__":
+            local = frame.f_locals
+            if isinstance(local.get("self"), torch.nn.Module):
+                for name, value in local.items():
+                    if value is not None and (name == "config" or (
+                            type(value).__name__.endswith("Config") and name != "self")):
+                        if all(value is not c for c in out):
+                            out.append(value)
+        frame = frame.f_back
+    return out
+
+
 def read_switch(config, path, default=False):
-    """The switch for a module built from `config` (None: the module-level ENABLED)."""
-    value = _lookup(config, path) if config is not None else None
+    """The switch for a module built from `config` (None: a constructor given no config), read
+    once while the model is built: the environment switch if set, else the nearest config
+    (this one, then those of the enclosing model constructors) that sets `path`, else
+    ENABLED or the plan's default."""
+    value, found = _env_switch(), None
+    for cfg in _building_configs(config):
+        if _lookup(cfg, path) is not None:
+            found = cfg
+            break
     if value is None:
-        value = ENABLED or default
+        value = _lookup(found, path) if found is not None else (ENABLED or default)
     on = bool(value)
     if on:
-        _check_multi_stream(config, path)
+        _read_sizes(found, path)
+        _check_multi_stream(found, path)
         prepare()
     return on
+
+
+def _size_value(where, value):
+    """A size as given: a fraction (0, 1] of the weight's bytes, or whole bytes >= 1."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = float(text) if "." in text or "e" in text.lower() else int(text)
+        except ValueError:
+            raise ValueError(f"{{where}}: {{value!r}} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{{where}}: {{value!r}} is not a number")
+    if isinstance(value, float) and not 0.0 < value <= 1.0:
+        raise ValueError(f"{{where}}: {{value!r}}: a fraction of the weight must be in (0, 1]")
+    if isinstance(value, int) and value < 1:
+        raise ValueError(f"{{where}}: {{value!r}}: bytes must be at least 1")
+    return value
+
+
+def _read_sizes(config, path):
+    """SIZES from the config key beside the switch, then the environment (which wins)."""
+    SIZES.clear()
+    parent = path.rsplit(".", 1)[0] + "." if "." in path else ""
+    given = _lookup(config, parent + SIZE_KEY) if config is not None else None
+    if isinstance(given, dict):
+        for site, v in given.items():
+            SIZES[str(site)] = _size_value(f"{{parent}}{{SIZE_KEY}}.{{site}}", v)
+    elif given is not None:
+        SIZES["*"] = _size_value(parent + SIZE_KEY, given)
+    raw = os.environ.get(ENV_SIZE, "").strip()
+    for part in (p.strip() for p in raw.split(",")) if raw else ():
+        site, eq, v = part.rpartition("=")
+        SIZES[site.strip() if eq else "*"] = _size_value(f"{{ENV_SIZE}} ({{part}})", v)
+
+
+def size_of(site, planned, weight):
+    """The bytes to prefetch for `site`: its run-time size if one was given, else the planned
+    one. Plain Python on the weight's static shape (no tensor op: graph capture keeps it a
+    constant)."""
+    value = SIZES.get(site, SIZES.get("*")) if SIZES and site is not None else None
+    if value is None:
+        return planned
+    if isinstance(value, float):
+        return max(1, int(value * weight.numel() * weight.element_size()))
+    return value
 
 
 def _check_multi_stream(config, path):
@@ -117,7 +218,10 @@ def _check_multi_stream(config, path):
 
 
 def enabled():
-    return bool(ENABLED)
+    """The switch of a class with no `__init__` of its own (no config reaches it): the
+    environment switch, else ENABLED."""
+    env = _env_switch()
+    return bool(ENABLED) if env is None else env
 
 
 def _npu_present():
@@ -158,10 +262,12 @@ def _decode(guard):
     return shape[dim] <= max_len
 
 
-def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, guard=None):
-    """Prefetch up to `size` bytes of `weight` into L2 once `depend` is computed."""
+def npu_prefetch(switch_flag, weight, depend, size, offset=0, *, guard=None, site=None):
+    """Prefetch up to `size` bytes of `weight` into L2 once `depend` is computed (`site`: the
+    plan's site id, whose run-time size, if given, replaces `size`)."""
     if not switch_flag or not _decode(guard):
         return None
+    size = size_of(site, size, weight)
     if CALL == "direct":
         if depend is None:
             raise ValueError("npu_prefetch called directly needs a dependency tensor, not None")
@@ -257,7 +363,8 @@ def helper_source(mode: str, config_path: str, default: bool = False,
         raise ValueError(f"helper values not allowed: mode={mode!r}, call={call!r}, "
                          f"config_path={config_path!r}, default={default!r}")
     text = _TEMPLATE.format(header=HEADER, mode=mode, config_path=config_path, default=default,
-                            ops=SIDE_STREAM_OPS, state=RUNTIME_STATE, call=form)
+                            ops=SIDE_STREAM_OPS, state=RUNTIME_STATE, call=form, env=ENV_SWITCH,
+                            env_size=ENV_SIZE, size_key=SIZE_KEY)
     ast.parse(text)
     return text
 

@@ -34,11 +34,13 @@ MAX_CONFIG_BYTES = 16 << 20   # a transformers config.json is a few KiB
 
 
 def build(plan_path: str | Path, config_path: str | Path | None,
-          root: str | Path | None = None) -> tuple[Any, Any]:
+          root: str | Path | None = None, *, switch_on: bool = False) -> tuple[Any, Any]:
     """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step.
 
     The model file is a path the plan names, so it obeys apply's root rule (rewrite/root.py)
-    before anything is imported: a plan may not make verify run a module outside the project."""
+    before anything is imported: a plan may not make verify run a module outside the project.
+    `switch_on`: the plan's switch set to true at the top level of the config, as a user sets it
+    in config.json (verify/routes.py), and nowhere else."""
     import torch
 
     from ..plan import load_plan
@@ -57,7 +59,14 @@ def build(plan_path: str | Path, config_path: str | Path | None,
     data = _read_config(cfg_file)
     module = load_model_module(model_file, data, top)
     model_cls = _model_class(module, data, model_file)
-    config = _make_config(model_cls, module, tiny_config(data), cfg_file)
+    tiny = tiny_config(data)
+    if switch_on:
+        *parents, key = plan.switch.config_path.split(".")
+        node = tiny
+        for p in parents:
+            node = node.setdefault(p, {}) if isinstance(node.get(p, {}), dict) else {}
+        node[key] = True
+    config = _make_config(model_cls, module, tiny, cfg_file)
     torch.manual_seed(SEED)
     try:
         model = model_cls(config)

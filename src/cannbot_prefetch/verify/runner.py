@@ -3,7 +3,8 @@ under torch.compile (capture.py).
 
 FUNC() returns `(model, inputs)`; inputs are a dict (keyword arguments), a tuple (positional)
 or one tensor. The switch is flipped on the built model (every module's `self.<switch>` and the
-helper's module-level ENABLED), so one model serves both runs with the same weights.
+helper's module-level ENABLED), so one model serves both runs with the same weights; then the
+switch is turned on the way a user does, on fresh models (routes.py: environment, config).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
 from .checks import (Check, call_with, failed_run, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
+from .routes import env_switch, route_checks
 
 NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
 INSTALL_HINT = "install the optional extra: pip install 'cannbot-prefetch[torch]'"
@@ -207,16 +209,26 @@ def load_factory(spec: str):
     return fn
 
 
-def run_verify(plan_path, factory: str, *, out=None, built=None) -> VerifyResult:
-    """`built`, when given, is called instead of importing `factory` (the built-in factory)."""
+def run_verify(plan_path, factory: str, *, out=None, built=None,
+               built_config_on=None) -> VerifyResult:
+    """`built`, when given, is called instead of importing `factory` (the built-in factory);
+    `built_config_on` builds the same model with the switch set at the top of its config
+    (routes.py: without it the config route is skipped, with the reason)."""
     require_torch()
     plan = load_plan(plan_path)
     fn = built if built is not None else load_factory(factory)
-    built = fn()
-    if not (isinstance(built, tuple) and len(built) == 2):
-        raise InputError(f"factory {factory!r} must return (model, inputs)")
-    model, inputs = built
+
+    def build():
+        got = fn()
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise InputError(f"factory {factory!r} must return (model, inputs)")
+        return got
+
+    with env_switch(None):       # the flip below starts from a model built with the switch off
+        model, inputs = build()
     checks, stub = verify_model(model, inputs, plan)
+    with _recording() as (rec, _, _counted):
+        checks += route_checks(plan, build, built_config_on, rec)
     result = VerifyResult(str(plan_path), factory, stub, checks)
     if out is not None:
         write_atomic(out, json.dumps(result.to_json(), indent=2) + "\n")

@@ -171,7 +171,8 @@ def test_llama_single_mlp_site_diff_is_small(tmp_path):
         "except ImportError: import _cannbot_prefetch as _cbp  # cannbot-prefetch: import",
         'self.enable_prefetch = _cbp.read_switch(config, "enable_prefetch")  # cannbot-prefetch: switch',
         "_cbp.npu_prefetch(self.enable_prefetch, self.mlp.gate_proj.weight, hidden_states, 16777216, "
-        "guard=(hidden_states, -2, 64))  # cannbot-prefetch: llama-mlp-gate_proj",
+        'guard=(hidden_states, -2, 64), site="llama-mlp-gate_proj")  '
+        "# cannbot-prefetch: llama-mlp-gate_proj",
     ]   # eager's default call form is direct: no join (issue 30)
 
 

@@ -111,7 +111,7 @@ def test_rewrite_keeps_every_other_byte_and_is_idempotent():
 def test_changed_size_updates_marked_call_in_place():
     first = rewrite_source(SRC, [mlp_site(size=100)]).code
     second = rewrite_source(first, [mlp_site(size=200)]).code
-    assert "h, 200)  # cannbot-prefetch: s1" in second and "h, 100)" not in second
+    assert 'h, 200, site="s1")  # cannbot-prefetch: s1' in second and "h, 100," not in second
     assert second.count("# cannbot-prefetch: s1") == 1
 
 
@@ -223,7 +223,7 @@ def test_decode_guard_is_written_as_tensor_dim_and_max_len():
     line = next(ln for ln in out.code.splitlines() if "cannbot-prefetch: s1" in ln)
     assert line.strip().startswith(
         "_cbp.npu_prefetch(self.enable_prefetch, self.mlp.gate_proj.weight, h, 1048576, "
-        "guard=(h, -2, 16))")
+        'guard=(h, -2, 16), site="s1")')
     assert not out.notes
 
 

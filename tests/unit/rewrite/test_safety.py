@@ -144,7 +144,7 @@ def test_generated_lines_are_built_from_nodes():
                          mode="eager")
     line = next(ln for ln in out.code.splitlines() if ln.endswith("# cannbot-prefetch: down"))
     assert line.strip() == ("_cbp.npu_prefetch(self.enable_prefetch, self.down_proj.weight, h, "
-                            "1048576, guard=(h, -2, 64))  # cannbot-prefetch: down")
+                            '1048576, guard=(h, -2, 64), site="down")  # cannbot-prefetch: down')
 
 
 @pytest.mark.parametrize("guard, key", [(("h.shape[0]", 1, 4), "guard.expr"),

@@ -91,7 +91,14 @@ class Env:
                                            nulls=[])
             for name, a in bind_args(args, params):
                 if code_of(a.value) in ("config", "self.config"):
-                    self.config_names.add(name)
+                    # the parent's config may itself be a sub-config it was handed
+                    # (`BltLocalEncoder(config.encoder_config)` -> `BltTransformerLayer(config)`)
+                    sub = parent_env.local.get("config") if code_of(a.value) == "config" \
+                        else parent_env.self_vals.get("config")
+                    if isinstance(sub, dict):
+                        self.local[name] = sub
+                    else:
+                        self.config_names.add(name)
                     continue
                 try:
                     self.local[name] = parent_env.eval(a.value)
@@ -281,6 +288,13 @@ def exec_assign(env: Env, s: Stmt) -> None:
             env.missing[d[5:] if d.startswith("self.") else d] = exc.key
             continue
         except EVAL_ERRORS:
+            # a value it cannot evaluate replaces any earlier one: `self.mamba = None`, then
+            # `self.mamba = MambaLayer(...)` under `if` (granitemoehybrid) is not known None
+            d = dotted(target) or ""
+            if isinstance(target, cst.Name):
+                env.local.pop(target.value, None)
+            elif d.startswith("self.") and d.count(".") == 1:
+                env.self_vals.pop(d[5:], None)
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v

@@ -61,11 +61,38 @@ def scan_linears(ms: ModelSource, cls: str) -> None:
     if init is None:
         return
     found = _scan_once(ms, cls, file, init)
+    if any(lin.dims is not None and min(lin.dims) <= 0 for lin in found.values()):
+        found = _other_sites(ms, cls, file, init, found)
     ms.linears.update(found)
     unknown = [k for k, lin in found.items() if lin.dims is None]
     if unknown and ms.layer_index is None and _layer_indexed(ms):
         for k, lin in _per_layer(ms, cls, file, init, unknown).items():
             ms.linears[k] = lin
+
+
+def _other_sites(ms: ModelSource, cls: str, file: str, init, found: dict) -> dict:
+    """A dim of 0 or less is no weight the model holds: the instantiation site the shapes were
+    read at builds none (cohere2_moe's shared expert, `intermediate_size=config.
+    intermediate_size * config.num_shared_experts` under `if num_shared_experts > 0`). Each
+    other site of the class is tried; a weight no site gives positive dims is "unknown", with
+    the reason, never planned with a 0."""
+    out = dict(found)
+    for (parent, _attr, child), site in ms.ctor_sites.items():
+        if child != cls or site == ms.ctor_args.get(cls):
+            continue
+        again = _scan_once(ms, cls, file, init, site)
+        for k, lin in again.items():
+            old = out.get(k)
+            if lin.dims is not None and min(lin.dims) > 0 and (
+                    old is None or old.dims is None or min(old.dims) <= 0):
+                out[k] = lin
+    for k, lin in out.items():
+        if lin.dims is not None and min(lin.dims) <= 0:
+            out[k] = LinearAttr(lin.file, lin.cls, lin.attr, lin.ctor, None,
+                                f"shape evaluates to {list(lin.dims)} at every instantiation "
+                                f"site (a dim of 0: the config builds no such weight)",
+                                is_param=lin.is_param, line=lin.line)
+    return out
 
 
 def _layer_indexed(ms: ModelSource) -> bool:
@@ -100,9 +127,9 @@ def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:
             if len(v) == min(n, 512)}
 
 
-def _scan_once(ms: ModelSource, cls: str, file: str, init) -> dict:
+def _scan_once(ms: ModelSource, cls: str, file: str, init, site=None) -> dict:
     out: dict = {}
-    env = Env(ms, cls)
+    env = Env(ms, cls, site=site)
     for s in init.stmts:
         av = assign_value(s)
         if av is not None:
