@@ -10,6 +10,7 @@ Which parts stay English is written down in docs/cli.md ("Languages").
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -69,3 +70,69 @@ class Msg(str):
 def tr(value: Any, lang: str) -> Any:
     """`value` in `lang` when it is a Msg; anything else unchanged."""
     return value.render(lang) if isinstance(value, Msg) else value
+
+
+# Sentences the analysis stores in its plan and JSON (reasons, cap notes, window reasons, notes)
+# are written in English from `said.*` entries; a document in another language finds the entry
+# an English text came from and re-words it, its parameters translated the same way. Then, in
+# order: "WHO: WHAT" (`joined.about`), "; "-joined sentences one by one, and fixed `phrase.*`
+# entries wherever they occur. A text that matches nothing is shown as it is (a name, a path).
+# `part.*` entries (a place in the source) are tried on parameters only: they are too general
+# to recognise a whole sentence.
+_FIELD = re.compile(r"\{(\w+)(?:[:!][^{}]*)?\}")
+
+
+@lru_cache(maxsize=None)
+def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    out = []
+    for key, entry in catalog().items():
+        if not key.startswith(prefix):
+            continue
+        en, parts, pos, seen = entry["en"], [], 0, set()
+        for m in _FIELD.finditer(en):
+            name = m.group(1)
+            parts.append(re.escape(en[pos:m.start()])
+                         + (f"(?P={name})" if name in seen else f"(?P<{name}>.*?)"))
+            seen.add(name)
+            pos = m.end()
+        parts.append(re.escape(en[pos:]))
+        out.append((re.compile("".join(parts), re.S), entry.get("zh") or en))
+    # longest templates first: a specific sentence wins over a general one
+    return tuple(sorted(out, key=lambda p: -len(p[0].pattern)))
+
+
+@lru_cache(maxsize=None)
+def _phrases() -> tuple[tuple[re.Pattern[str], str], ...]:
+    found = [(v["en"], v.get("zh") or v["en"]) for k, v in catalog().items() if k.startswith("phrase.")]
+    return tuple((re.compile(r"\b" + re.escape(en) + r"\b"), zh)
+                 for en, zh in sorted(found, key=lambda p: -len(p[0])))
+
+
+def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
+    for prefix in prefixes:
+        for pattern, zh in _templates(prefix):
+            m = pattern.fullmatch(text)
+            if m:
+                got = m.groupdict()
+                return _FIELD.sub(lambda f: str(localize(got[f.group(1)], lang, part=True)), zh)
+    return None
+
+
+def localize(text: Any, lang: str, part: bool = False) -> Any:
+    """`text` (an English sentence the analysis stored) in `lang` (see above); `part`: `text` is a
+    parameter of another sentence."""
+    if lang == "en" or not isinstance(text, str) or not text:
+        return text
+    if isinstance(text, Msg):
+        return text.render(lang)
+    got = _reword(text, ("said.", "part.") if part else ("said.",), lang)
+    if got is not None:
+        return got
+    if ": " in text and not part and "; " not in text.split(": ", 1)[0]:
+        who, what = text.split(": ", 1)
+        return t("joined.about", lang, who=who, what=localize(what, lang))
+    if "; " in text:
+        return "；".join(str(localize(p, lang, part)) for p in text.split("; "))
+    for pattern, zh in _phrases():
+        text = pattern.sub(zh, text)
+    return text

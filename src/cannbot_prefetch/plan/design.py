@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..gain import optimistic_share
-from ..i18n import texts
+from ..i18n import localize, texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
 from .schema import decode_guard_text
@@ -33,13 +33,15 @@ def _mib(n: int) -> str:
 
 def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str:
     t = texts("design", d.lang)
+    def loc(text):   # a stored English sentence in the document's language
+        return localize(text, d.lang)
     pos = texts("design.pos", d.lang)
     L: list[str] = [f"# {t['title']}", "", t["status"], "",
                     t["mode_auto"] if d.mode == "auto" else t["mode_manual"], ""]
     hw = d.hardware
     L.append(f"- {t['hw']}: {hw.get('name')} (HBM {hw.get('hbm_bw_tbps')} TB/s, L2 "
              f"{(hw.get('l2_bytes') or 0) / 2**20:.0f} MiB, CMO {hw.get('cmo_bw_gbps')} GB/s; "
-             f"{hw.get('detected_from', '')})")
+             f"{loc(hw.get('detected_from', ''))})")
     if d.profile:
         L.append(f"- {t['profile']}: `{d.profile.get('path')}` ({d.profile.get('layout')}, "
                  f"{d.profile.get('level') or 'level not recorded'}, "
@@ -60,7 +62,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if d.signatures:
         L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|---|"]
         for s in d.signatures:
-            why = (f"{s.get('evidence')}: {s.get('evidence_why')}" if s.get("evidence")
+            why = (f"{s.get('evidence')}: {loc(s.get('evidence_why'))}" if s.get("evidence")
                    else "roofline")
             L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
                      f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
@@ -110,7 +112,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L += [f"**{v.site.id}** — {' × '.join(map(str, b.dims))}, {b.dtype_bytes:g} B/elem, "
               f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|---|"]
         for c in b.caps:
-            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {c.note} |")
+            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {loc(c.note)} |")
         L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
         L += _ladder_lines(v.site, t)
         weight = next((c.bytes for c in b.caps if c.name == "weight"), 0)
@@ -152,7 +154,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     for r in d.rejections:
         tag = f" ({t['unmapped']})" if r.reason_code == "unmapped" else ""
         site = f" `{r.site}`" if r.site else ""
-        L.append(f"- `{r.signature}`{site} — **{r.reason_code}**{tag}: {r.reason}")
+        L.append(f"- `{r.signature}`{site} — **{r.reason_code}**{tag}: {loc(r.reason)}")
     L.append("")
 
     L += [f"## {t['risks']}", ""]
@@ -168,10 +170,10 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if d.plan.mode == "ge_graph":
         L.append(f"- {t['risk_graph']}")
     for n in d.notes:
-        L.append(f"- {n}")
+        L.append(f"- {loc(n)}")
     for v in planned:
         for n in v.site.evidence.get("notes", []):
-            L.append(f"- `{v.site.id}`: {n}")
+            L.append(f"- `{v.site.id}`: {loc(n)}")
     L.append("")
     L += [f"## {t['gate']}", "", t["gate_text"].format(plan=plan_name), ""]
     L += _installed_lines(d, t)

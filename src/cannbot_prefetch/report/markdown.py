@@ -59,7 +59,7 @@ def _inputs(d: ReportData, t, w, files) -> None:
         w(t.k('report.md.optimized_profile_true_steps_warm_up', p0=d.plan.switch.name, p1=o.path, p2=list(o.steps) or '–', p3=list(o.warmup_excluded) or '–', p4=o.rows))
     else:
         w(t.k('report.md.optimized_profile_none_baseline_only_mode'))
-    w(t.k('report.md.hardware_hbm_tb_s', p0=hw.get('name', '?'), p1=hw.get('detected_from', ''), p2=hw.get('hbm_bw_tbps', hw.get('hbm_bw', '?'))))
+    w(t.k('report.md.hardware_hbm_tb_s', p0=hw.get('name', '?'), p1=t.loc(hw.get('detected_from', '')), p2=hw.get('hbm_bw_tbps', hw.get('hbm_bw', '?'))))
     if d.verify is not None:
         w(t.k('report.md.verify_result_passed', p0=d.verify.path, p1=d.verify.passed))
     th = d.thresholds
@@ -93,7 +93,7 @@ def _item1(d: ReportData, t, w) -> None:
         w("")
         w(t.k('report.md.candidates_not_planned'))
         for r in d.plan.rejections[:10]:
-            w(f"- {r.get('signature', '?')}: {r.get('reason_code', '')} — {r.get('reason', '')}")
+            w(f"- {r.get('signature', '?')}: {r.get('reason_code', '')} — {t.loc(r.get('reason', ''))}")
     w("")
 
 
@@ -137,7 +137,7 @@ def _item3(d: ReportData, t, w) -> None:
         bm = d.baseline.site(s.id) if d.baseline is not None else None
         ops = ", ".join(map(str, win.get("ops") or [])) or "–"
         w(f"| `{s.id}` | `{s.dependency}` | {ops} | {win.get('start', '–')} | {_f(win.get('time_us'))} | "
-          f"{win.get('reason', '–')} | {_stat(bm.window) if bm else '–'} |")
+          f"{t.loc(win.get('reason', '–'))} | {_stat(bm.window) if bm else '–'} |")
     w("")
     w(t.k('report.md.a_window_is_a_light_predecessor'))
     w("")
@@ -170,13 +170,13 @@ def _item5(d: ReportData, t, w) -> None:
         w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=b.formula or 'dims*b*c', p5=_mib(s.max_size), p6=b.bound_by))
         for c in b.caps:
             risk = "" if c.binding else t.k('report.md.risk_not_binding')
-            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + c.note) if c.note else ''}")
+            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + t.loc(c.note)) if c.note else ''}")
         ladder = s.ladder
         w(t.k('report.md.ladder_up_down', p0=ladder.get('up', []), p1=ladder.get('down', [])))
     w("")
     if d.cmo is not None:
         c = d.cmo
-        w(t.k('report.md.cmo_rate_measured_in_the_optimized', p0=c.gbps, p1=c.note))
+        w(t.k('report.md.cmo_rate_measured_in_the_optimized', p0=c.gbps, p1=t.loc(c.note)))
         w("")
     elif d.optimized is not None:
         w(t.k('report.md.no_cmo_prefetch_task_was_found'))
@@ -208,7 +208,7 @@ def _item7(d: ReportData, t, w, files) -> None:
     for s in d.plan.sites:   # what analyze found about this site (overlaps, optimism, ...)
         for n in s.evidence.get("notes", []) or []:
             if str(n).startswith(("risk:", "optimistic")):
-                w(f"- `{s.id}`: {n}")
+                w(f"- `{s.id}`: {t.loc(n)}")
     w("")
 
 
@@ -244,11 +244,11 @@ def _sources(d: ReportData, t, w) -> None:
     for m in (d.baseline, d.optimized):
         for sm in (m.sites if m else ()):
             if sm.note:
-                w(f"- {m.label} `{sm.site_id}`: {sm.note}")
+                w(f"- {m.label} `{sm.site_id}`: {t.loc(sm.note)}")
     for n in d.notes:
-        w(f"- {n}")
+        w(f"- {t.loc(n)}")
     for n in (d.baseline.notes[:5] if d.baseline is not None else ()):
-        w(f"- baseline: {n}")
+        w(f"- baseline: {t.loc(n)}")
     if d.optimized:
         for n in d.optimized.notes[:5]:
-            w(f"- optimized: {n}")
+            w(f"- optimized: {t.loc(n)}")
