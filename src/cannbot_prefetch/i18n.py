@@ -112,10 +112,22 @@ def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
     for prefix in prefixes:
         for pattern, zh in _templates(prefix):
             m = pattern.fullmatch(text)
-            if m:
-                got = m.groupdict()
+            if m and all(v.count("(") == v.count(")") for v in m.groupdict().values()):
+                got = m.groupdict()   # (a parameter with half a parenthesis is a wrong split)
                 return _FIELD.sub(lambda f: str(localize(got[f.group(1)], lang, part=True)), zh)
     return None
+
+
+def _top_level_items(text: str) -> list[str]:
+    """`text` split at the ", " outside parentheses ("A (x, y), B" -> ["A (x, y)", "B"])."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and text.startswith(", ", i):
+            out.append(text[start:i])
+            start = i + 2
+    return [*out, text[start:]]
 
 
 def localize(text: Any, lang: str, part: bool = False) -> Any:
@@ -125,6 +137,9 @@ def localize(text: Any, lang: str, part: bool = False) -> Any:
         return text
     if isinstance(text, Msg):
         return text.render(lang)
+    items = _top_level_items(text) if part else [text]
+    if len(items) > 1:   # a list of names or findings: Chinese joins them with 、
+        return "、".join(str(localize(i, lang, part)) for i in items)
     got = _reword(text, ("said.", "part.") if part else ("said.",), lang)
     if got is not None:
         return got

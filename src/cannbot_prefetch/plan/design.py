@@ -39,13 +39,14 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     L: list[str] = [f"# {t['title']}", "", t["status"], "",
                     t["mode_auto"] if d.mode == "auto" else t["mode_manual"], ""]
     hw = d.hardware
-    L.append(f"- {t['hw']}: {hw.get('name')} (HBM {hw.get('hbm_bw_tbps')} TB/s, L2 "
-             f"{(hw.get('l2_bytes') or 0) / 2**20:.0f} MiB, CMO {hw.get('cmo_bw_gbps')} GB/s; "
-             f"{loc(hw.get('detected_from', ''))})")
+    L.append("- " + t["hw_line"].format(
+        label=t["hw"], name=hw.get("name"), hbm=hw.get("hbm_bw_tbps"),
+        l2=f"{(hw.get('l2_bytes') or 0) / 2**20:.0f}", cmo=hw.get("cmo_bw_gbps"),
+        detected=loc(hw.get("detected_from", ""))))
     if d.profile:
-        L.append(f"- {t['profile']}: `{d.profile.get('path')}` ({d.profile.get('layout')}, "
-                 f"{d.profile.get('level') or 'level not recorded'}, "
-                 f"steps {d.profile.get('steps')})")
+        L.append("- " + t["profile_line"].format(
+            label=t["profile"], path=d.profile.get("path"), layout=d.profile.get("layout"),
+            level=d.profile.get("level") or t["level_unknown"], steps=d.profile.get("steps")))
     L.append("")
     planned = [v for v in d.sites if v.planned]
     listed = [v for v in d.sites if not v.planned]
@@ -54,15 +55,15 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if not planned:
         L += [t["no_sites"], ""]
     for v in planned:
-        L.append(f"- **{v.site.target.cls}.{v.site.target.attr}** (`{v.site.id}`, "
-                 f"{v.site.mapping}): {_why(v, t)}")
+        L.append(f"- **{v.site.target.cls}.{v.site.target.attr}**"
+                 + t["tagged"].format(tag=f"`{v.site.id}`, {v.site.mapping}") + _why(v, t, d.lang))
     L.append("")
 
     L += [f"## {t['roofline']}", ""]
     if d.signatures:
         L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|---|"]
         for s in d.signatures:
-            why = (f"{s.get('evidence')}: {loc(s.get('evidence_why'))}" if s.get("evidence")
+            why = (f"`{s.get('evidence')}`: {loc(s.get('evidence_why'))}" if s.get("evidence")
                    else "roofline")
             L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
                      f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
@@ -75,7 +76,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
 
     L += [f"## {t['windows']}", ""]
     for v in planned + listed:
-        L.append(f"- `{v.site.id}` ({t['planned'] if v.planned else t['listed']}): "
+        L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["planned"] if v.planned else t["listed"])
                  + _window_text(v, t))
         i = v.site.insert
         L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, pos=pos[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
@@ -98,7 +99,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     sw = d.plan.switch
     readers = sorted({s.insert.cls for s in d.plan.sites})
     if readers:
-        L.append(f"- {t['switch_readers']}: " + ", ".join(f"`{c}.__init__`" for c in readers))
+        L.append("- " + t["labelled"].format(label=t["switch_readers"],
+                                             text=", ".join(f"`{c}.__init__`" for c in readers)))
     L += ["", t["switch"].format(name=sw.name, path=sw.config_path),
           t["mode_line"].format(mode=d.plan.mode, what=t[f"mode_{d.plan.mode}"]), ""]
 
@@ -123,9 +125,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
                                     why=why), ""]
     for v in listed:
         b = v.site.basis
-        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else f" ({t['risk_only']})")
+        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else t["paren"].format(x=t["risk_only"]))
                          for c in b.caps)
-        L.append(f"- `{v.site.id}` ({t['listed']}): {caps} → "
+        L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["listed"]) + f"{caps} → "
                  f"{t['bound'].format(bound=b.bound_by, size=_mib(v.site.max_size))}")
     if listed:
         L.append("")
@@ -152,9 +154,10 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if not d.rejections:
         L.append(f"- {t['none']}")
     for r in d.rejections:
-        tag = f" ({t['unmapped']})" if r.reason_code == "unmapped" else ""
+        tag = t["paren"].format(x=t["unmapped"]) if r.reason_code == "unmapped" else ""
         site = f" `{r.site}`" if r.site else ""
-        L.append(f"- `{r.signature}`{site} — **{r.reason_code}**{tag}: {loc(r.reason)}")
+        L.append("- " + t["labelled"].format(label=f"`{r.signature}`{site} — **{r.reason_code}**{tag}",
+                                             text=loc(r.reason)))
     L.append("")
 
     L += [f"## {t['risks']}", ""]
@@ -221,14 +224,14 @@ def _ladder_lines(site, t: dict[str, str]) -> list[str]:
         up=fmt(up, rungs.get("up", [])), down=fmt(down, rungs.get("down", [])), id=site.id), ""]
 
 
-def _why(v: SiteView, t: dict[str, str]) -> str:
+def _why(v: SiteView, t: dict[str, str], lang: str = "en") -> str:
     c = v.candidate
     if c is None:
         return t["why_manual"]
     ev = v.site.evidence
     key = "why_counters" if ev.get("verdict_by") == "counters" else "why_roofline"
-    return t[key].format(type=c.target.type, why=ev.get("verdict_why", ""),
-                         roof=ev.get("verdict", "–"), rwhy=ev.get("roofline_why", ""),
+    return t[key].format(type=c.target.type, why=localize(ev.get("verdict_why", ""), lang),
+                         roof=ev.get("verdict", "–"), rwhy=localize(ev.get("roofline_why", ""), lang),
                          n=f"{c.per_step:g}", mean=_fmt(c.mean_us))
 
 

@@ -238,7 +238,12 @@ def _sources(d: ReportData, t, w) -> None:
         opt = t.k("report.md.measured_optimized", path=d.optimized.path) if d.optimized else ""
         w(t.k("report.md.measured_paths", base=d.baseline.path, opt=opt))
     srcs = d.hardware.get("sources") or {}
-    hw_src = "; ".join(f"{k}: {v}" for k, v in list(srcs.items())[:4]) if isinstance(srcs, dict) else ""
+    srcs = dict(list(srcs.items())[:4]) if isinstance(srcs, dict) else {}
+    # the notes are configs/hardware/*.yaml's citations, in English; Chinese names the fields and
+    # the command that prints each number with its source
+    hw_src = ("; ".join(f"{k}: {v}" for k, v in srcs.items()) if not t.zh else
+              t.k("report.md.hardware_sources_at", fields="、".join(srcs), name=d.hardware.get("name", "?"))
+              if srcs else "")
     w(t.k('report.md.hardware_numbers_profile', p0=d.hardware.get('name', '?'), p1=hw_src or 'configs/hardware'))
     w(t.k('report.md.plan_numbers_sizes_caps_expected_saving'))
     for m in (d.baseline, d.optimized):

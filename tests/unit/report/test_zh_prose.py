@@ -29,16 +29,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 EXPECTED = REPO / "examples" / "qwen2.5-3b-zh" / "expected"
-# Open (issue 34 part 5, left for the next pass): the report's hardware source notes, public
-# measurements and step_trace_time column names are still English (0.90 Chinese), and code-built
-# lines (design.py's "硬件: ...", op lists "X (why)") still use half-width marks. strict: these
-# fail the run once fixed, so the marks come off with the fix.
-_REPORT_OPEN = pytest.mark.xfail(strict=True, reason="report: hardware sources / public measurements still English")
-_PUNCT_OPEN = pytest.mark.xfail(strict=True, reason="half-width marks built in code (design.py, report lines)")
 DOCS = [EXPECTED / "prefetch_design.md", EXPECTED / "report" / "report.md",
         EXPECTED / "910b4" / "prefetch_design.md", EXPECTED / "910b4" / "report" / "report.md"]
-PROSE = [pytest.param(p, marks=_REPORT_OPEN if p.name == "report.md" else ()) for p in DOCS]
-PUNCT = [pytest.param(p, marks=_PUNCT_OPEN) for p in DOCS]
+
 
 # Terms of art kept in English in Chinese text (the brief of issue 34 and the seed's own usage:
 # the seed writes profiling, roofline, baseline, kernel, decode/prefill, step, dependency in Latin
@@ -92,7 +85,7 @@ def test_the_measure_counts_what_it_says():
     assert HALF.search("结论:预期") and not HALF.search("结论：预期")
 
 
-@pytest.mark.parametrize("path", PROSE, ids=lambda p: str(p.relative_to(EXPECTED)))
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(EXPECTED)))
 def test_zh_documents_are_chinese_prose(path):
     text = path.read_text(encoding="utf-8")
     share = chinese_share(text)
@@ -100,7 +93,7 @@ def test_zh_documents_are_chinese_prose(path):
                            f"{' '.join(english_words(text))}")
 
 
-@pytest.mark.parametrize("path", PUNCT, ids=lambda p: str(p.relative_to(EXPECTED)))
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(EXPECTED)))
 def test_zh_documents_use_full_width_punctuation(path):
     bad = [ln for ln in prose(path.read_text(encoding="utf-8")).splitlines() if HALF.search(ln)]
     assert not bad, "\n".join(bad[:10])
