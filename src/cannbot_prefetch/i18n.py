@@ -82,6 +82,12 @@ def tr(value: Any, lang: str) -> Any:
 _FIELD = re.compile(r"\{(\w+)(?:[:!][^{}]*)?\}")
 
 
+def said(key: str, **params: Any) -> str:
+    """A sentence the analysis stores (in the plan, the JSON), in English, from the `said.*` or
+    `part.*` entry `localize` later finds it by."""
+    return t(key, "en", **params)
+
+
 @lru_cache(maxsize=None)
 def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
     out = []

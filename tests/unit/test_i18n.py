@@ -35,7 +35,7 @@ def test_every_entry_has_both_languages_with_the_same_placeholders():
 
 def _keys_named_in_code() -> set[tuple[str, str]]:
     found = set()
-    pattern = re.compile(r"""\b(t|Msg|texts|_t)\(\s*f?["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
+    pattern = re.compile(r"""\b(t|Msg|texts|_t|said|_said)\(\s*f?["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
     for path in SRC.rglob("*.py"):
         for m in pattern.finditer(path.read_text(encoding="utf-8")):
             if "{" not in m.group(2):
@@ -123,3 +123,39 @@ def test_chinese_console_glosses_each_rejection(tmp_path):
     assert res.exit_code == 0, res.output
     assert "未规划" in res.stdout and "超出允许的位置数（--max-sites）——" in res.stdout
     assert "已规划" in res.stdout and "性能数据" in res.stdout and "已写入" in res.stdout
+
+
+def test_every_stored_sentence_is_written_from_the_catalog():
+    """One definition: each `said.*` / `part.*` entry is the text the code writes (`said(...)`),
+    so a Chinese document can always find the entry an English sentence came from."""
+    code = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py"))
+    keys = [k for k in i18n.catalog() if k.startswith(("said.", "part."))]
+    assert len(keys) > 20
+    for key in keys:
+        assert f'"{key}"' in code, key
+
+
+def test_localize_rewords_a_stored_sentence_with_its_parts():
+    # a rejection reason as analyze stores it (built here from the same entries the code uses)
+    where = i18n.said("part.where", position="before", call="self.up_proj", fn="Qwen2MLP.forward")
+    names = ", ".join(i18n.said("part.op_why", op="MatMulV3",
+                                why=i18n.said("part.heavy_by_counters", why=f"aic mte2 {x}, mac 0.01"))
+                      for x in ("0.96", "0.98"))
+    en = "Qwen2MLP.up_proj: " + i18n.said("said.overlaps_busy", where=where, names=names)
+    assert en.startswith("Qwen2MLP.up_proj: the prefetch issued before `self.up_proj` in "
+                         "Qwen2MLP.forward also overlaps MatMulV3 (memory-bound by its counters "
+                         "(aic mte2 0.96, mac 0.01)), MatMulV3 (")
+    # the Chinese, written out by hand from the catalog's zh texts
+    assert i18n.localize(en, "zh") == (
+        "Qwen2MLP.up_proj：在 Qwen2MLP.forward 中 `self.up_proj` 之前发出的预取还会与 "
+        "MatMulV3（按计数器判定为 memory-bound：aic mte2 0.96、mac 0.01）、"
+        "MatMulV3（按计数器判定为 memory-bound：aic mte2 0.98、mac 0.01） 重叠："
+        "访存密集或通信算子的时间从不算作空闲窗口，而更早插入只会增加算子"
+        "（工作流规则，docs/workflow.md：无安全窗口）")
+    assert i18n.localize(en, "en") is en
+    # numbers keep the English text's formatting; "; "-joined sentences are re-worded one by one
+    cap = i18n.said("said.cap_cmo_risk", gbps=285.0, t=5.58)
+    assert cap.startswith("285 GB/s x 5.6 µs; a risk")
+    assert i18n.localize(cap, "zh").startswith("285 GB/s × 5.6 µs；仅风险提示，不作上限")
+    # what no entry made (a path, a name) is shown as it is
+    assert i18n.localize("docs/sources.md", "zh") == "docs/sources.md"

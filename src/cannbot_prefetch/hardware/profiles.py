@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import InputError
+from ..i18n import said as _said
 from ..settings import configs_dir, load_yaml
 from .part import HardwareProfile, norm_name
 
@@ -178,7 +179,7 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
         if hits:
             also = [p.name for p in hits[1:]]
             extra = f" (same numbers as {', '.join(also)})" if also else ""
-            return replace(hits[0], detected_from=f"profile reports {cores} cube cores @ {mhz:g} MHz{extra}")
+            return replace(hits[0], detected_from=_said("said.hw_detected", cores=cores, mhz=mhz, extra=extra))
     if getattr(info, "chip_class", None) == "A1":
         # The counter layout says Ascend 910 (A1-class), not which 910 part: still an assumption.
         return replace(load(A1_PART), detected_from=(

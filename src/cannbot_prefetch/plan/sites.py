@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import reasons
+from ..i18n import said
 from ..gain import to_evidence
 from ..mapping import Mapped, target_ref
 from ..roofline.verdict import decide
@@ -57,9 +58,8 @@ def select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
             last = keep[-1][1].target.qualname
             rej.append(_rej(c, m, reasons.MAX_SITES,
-                            f"{q}: expected {_us(s)} µs/step, ranked by expected saving below "
-                            f"the {opts.max_sites} site(s) allowed (--max-sites; the last "
-                            f"planned, {last}, expects {_us(keep[-1][2])} µs/step)"))
+                            f"{q}: " + said("said.max_sites", us=_us(s), n=opts.max_sites,
+                                            last=last, last_us=_us(keep[-1][2]))))
             continue
         keep.append((c, m, s))
     n = len(keep)

@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from ..i18n import said
 from ..settings import policy
 from . import columns as C
 from .companions import BORROWS_STACKS, find_companions
@@ -95,7 +96,7 @@ def _borrow_stacks(df: pl.DataFrame, trace: Path, limits: "Limits",
         return df
     df, attached = attach_trace_stacks(df, trace, limits.trace_bytes)
     if attached:
-        notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
+        notes.append(said("said.stacks_attached", n=attached))
     return df
 
 

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from .. import reasons
 from ..errors import InputError
 from ..gc_pause import gc_paused
+from ..i18n import said
 from ..profiling.table import KernelTable
 from ..settings import policy
 from .classes import WindowRules, default_rules
@@ -163,11 +164,9 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
     start_op = seq[j1 - 1 - d1.start_i]
     ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
     if d1.branch == "3b":
-        why = (f"light predecessor(s) {', '.join(o.type for o in reversed(ops))}: the prefetch "
-               f"starts at {start_op.type}'s input (window rule 3b)")
+        why = said("said.window_3b", ops=", ".join(o.type for o in reversed(ops)), op=start_op.type)
     else:
-        why = (f"{start_op.type} is memory-heavy ({start_op.why}) but its output frees the "
-               f"bandwidth: the prefetch starts there (window rule 3a)")
+        why = said("said.window_3a", op=start_op.type, why=start_op.why)
     if n_win < len(decisions):
         why += f"; {n_win} of {len(decisions)} instances agree"
     win = Window(d1.branch, d1.start, start_op.pred(), ops, round(statistics.median(usable), 3),
@@ -324,9 +323,8 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     cands: list[Candidate] = []
     rejs: list[Rejection] = []
     grouped = "launch_op" in df.columns and df["launch_op"].null_count() < df.height
-    notes: list[str] = [f"windows: {lookback} predecessor(s) examined, counted in "
-                        f"{'framework ops (kernels grouped by launching op)' if grouped else 'kernels'}"
-                        f"; min_window_us {min_us:g}"]
+    notes: list[str] = [said("said.windows_note", n=lookback, min_us=min_us,
+                             unit=said("said.unit_grouped" if grouped else "said.unit_kernels"))]
     by_sig: dict[int, list[tuple[tuple, int]]] = defaultdict(list)
     for key, seq in per.items():
         if key[1] is not None:
