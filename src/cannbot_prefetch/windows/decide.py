@@ -69,9 +69,8 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
                 return d
             return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
                              overlap_us=d.overlap_us, words=lambda p=p, d=d: (
-                                 f"memory-heavy predecessor {p.type} ({p.why}) ends "
-                                 f"{d.raw_us:.1f} µs before the target: {d.usable:.1f} µs "
-                                 f"< min_window_us {min_us:g} (window rule 3c: too short)"))
+                                 said("said.heavy_too_short", op=p.type, why=p.why, raw=d.raw_us,
+                                      usable=d.usable, min_us=min_us)))
         pos = j - 1 - i
         producer = seq[pos - 1] if pos >= 1 else None
         if producer is not None and producer.cls == HEAVY:
@@ -84,18 +83,16 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
         if d.overlap_us > 0 and d.raw_us >= min_us and other.comm_overlap(d.start_ns, target.start):
             return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
                              overlap_us=d.overlap_us, words=lambda d=d: (
-                                 f"communication on another stream overlaps the window "
-                                 f"({d.overlap_us:.1f} of {d.raw_us:.1f} µs)"))
+                                 said("said.comm_in_window", overlap=d.overlap_us, raw=d.raw_us)))
         last = d
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      words=lambda last=last, n=len(preds): (
-                         f"the {n} light predecessor(s) leave {_fmt(last)} "
-                         f"< min_window_us {min_us:g} (window rule 3c: too short)"))
+                         said("said.light_too_short", n=n, left=_fmt(last), min_us=min_us)))
 
 
 def _fmt(d: "_Decision | None") -> str:
-    return f"{d.usable:.1f} µs" if d else "no time"
+    return said("part.us", us=d.usable) if d else said("part.no_time")
 
 
 def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, start: str,
@@ -157,8 +154,9 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
                          t, ci, n_clusters, len(members), per_step, mean_us, preds, rep_stack,
                          site_rank=rank)
     if winner[0] == "x":
-        share = f" ({n_win} of {len(decisions)} instances)" if len(decisions) > 1 else ""
-        return Rejection(t.label, d1.code, d1.reason + share, t, ci, n_clusters, len(members),
+        why = (said("said.instances_share", reason=d1.reason, n=n_win, total=len(decisions))
+               if len(decisions) > 1 else d1.reason)
+        return Rejection(t.label, d1.code, why, t, ci, n_clusters, len(members),
                          per_step, mean_us, preds, rep_stack, site_rank=rank)
     usable = [d.usable for _, _, d in agree]
     start_op = seq[j1 - 1 - d1.start_i]

@@ -56,19 +56,17 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
                 said("said.too_short_none", where=where, usable=usable, min_us=min_us))
     if before is not None and before.op.cls == HEAVY:
         branch, start, start_op = "3a", "output", before.op
-        why = (f"placed after {start_op.type} ({start_op.why}): its output starts the prefetch; "
-               f"the window covers {', '.join(o.type for o in reversed(ops)) or 'no op'} "
-               "(window rule 3a)")
+        why = said("said.placed_3a", op=start_op.type, why=start_op.why,
+                   ops=", ".join(o.type for o in reversed(ops)) or said("part.no_op"))
     elif ops:
         branch, start, start_op = "3b", "input", ops[-1]
-        why = (f"placed before {start_op.type}: light op(s) "
-               f"{', '.join(o.type for o in reversed(ops))} (window rule 3b)")
+        why = said("said.placed_3b", op=start_op.type, ops=", ".join(o.type for o in reversed(ops)))
     else:             # idle time right before the target (a host-bound timeline)
         start_op = before.op if before is not None else cand.window.start_op
         branch, start = "3b", "output"
-        why = f"placed after {start_op.type}: no op runs before the target, only idle time"
+        why = said("said.placed_idle", op=start_op.type)
     w = cand.window
     return replace(w, branch=branch, start=start, start_op=start_op, ops=ops,
                    time_us=round(usable, 3), min_us=round(min(usable, low), 3),
                    raw_us=round(raw, 3), overlap_us=round(overlap, 3),
-                   reason=why + f" (the measured window was {w.branch}, {w.time_us:.1f} µs)")
+                   reason=said("said.placed_was", why=why, branch=w.branch, us=w.time_us))
