@@ -47,12 +47,11 @@ def select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             if m.placement.shift == "later":
                 why = f"; {m.placement.note}"
             elif m.placement.shift == "earlier" and c.window.branch == "3a":
-                why = (f"; {m.placement.note}, so it also overlaps the memory-heavy "
-                       f"{c.window.start_op.type} whose output starts the window and whose "
-                       f"{c.window.start_op.bytes / 2**20:.1f} MiB the prefetch would compete with")
+                why = "; " + said("said.earlier_overlaps_3a", note=m.placement.note,
+                                  op=c.window.start_op.type, mib=c.window.start_op.bytes / 2**20)
             rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
-                            f"{q}: no expected saving (bound by {s.basis.bound_by}, "
-                            f"max_size {s.max_size} B){why}"))
+                            f"{q}: " + said("said.no_saving", bound=s.basis.bound_by,
+                                            size=s.max_size) + why))
             continue
         if len(keep) >= opts.max_sites:
             listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
