@@ -94,17 +94,22 @@ def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
     for key, entry in catalog().items():
         if not key.startswith(prefix):
             continue
-        en, parts, pos, seen = entry["en"], [], 0, set()
-        for m in _FIELD.finditer(en):
-            name = m.group(1)
-            parts.append(re.escape(en[pos:m.start()])
-                         + (f"(?P={name})" if name in seen else f"(?P<{name}>.*?)"))
-            seen.add(name)
-            pos = m.end()
-        parts.append(re.escape(en[pos:]))
-        out.append((re.compile("".join(parts), re.S), entry.get("zh") or en))
+        en = entry["en"]
+        # two readings of the same template: every field shortest first, and the first field
+        # longest (a sentence with a suffix); the first whose fields are whole pieces wins
+        for greedy_first in (False, True):
+            parts, pos, seen = [], 0, set()
+            for m in _FIELD.finditer(en):
+                name = m.group(1)
+                lazy = "" if greedy_first and not seen else "?"
+                parts.append(re.escape(en[pos:m.start()])
+                             + (f"(?P={name})" if name in seen else f"(?P<{name}>.*{lazy})"))
+                seen.add(name)
+                pos = m.end()
+            parts.append(re.escape(en[pos:]))
+            out.append((re.compile("".join(parts), re.S), entry.get("zh") or en))
     # longest templates first: a specific sentence wins over a general one
-    return tuple(sorted(out, key=lambda p: -len(p[0].pattern)))
+    return tuple(sorted(out, key=lambda p: -len(p[0].pattern.replace("*?", "*"))))
 
 
 @lru_cache(maxsize=None)
@@ -114,12 +119,22 @@ def _phrases() -> tuple[tuple[re.Pattern[str], str], ...]:
                  for en, zh in sorted(found, key=lambda p: -len(p[0])))
 
 
+def _whole(param: str) -> bool:
+    """A parameter is one piece: not half a parenthesis, not two sentences ("; ")."""
+    depth = 0
+    for ch in param:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0 and "; " not in param
+
+
 def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
     for prefix in prefixes:
         for pattern, zh in _templates(prefix):
             m = pattern.fullmatch(text)
-            if m and all(v.count("(") == v.count(")") for v in m.groupdict().values()):
-                got = m.groupdict()   # (a parameter with half a parenthesis is a wrong split)
+            if m and all(_whole(v) for v in m.groupdict().values()):
+                got = m.groupdict()
                 return _FIELD.sub(lambda f: str(localize(got[f.group(1)], lang, part=True)), zh)
     return None
 
@@ -143,12 +158,16 @@ def localize(text: Any, lang: str, part: bool = False) -> Any:
         return text
     if isinstance(text, Msg):
         return text.render(lang)
-    items = _top_level_items(text) if part else [text]
-    if len(items) > 1:   # a list of names or findings: Chinese joins them with 、
-        return "、".join(str(localize(i, lang, part)) for i in items)
-    got = _reword(text, ("said.", "part.") if part else ("said.",), lang)
+    got = _reword(text, ("said.",), lang)
     if got is not None:
         return got
+    if part:   # a list of names or findings (Chinese joins them with 、), else a piece
+        items = _top_level_items(text)
+        if len(items) > 1:
+            return "、".join(str(localize(i, lang, part)) for i in items)
+        got = _reword(text, ("part.",), lang)
+        if got is not None:
+            return got
     if ": " in text and not part and "; " not in text.split(": ", 1)[0]:
         who, what = text.split(": ", 1)
         return t("joined.about", lang, who=who, what=localize(what, lang))

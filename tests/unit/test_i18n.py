@@ -159,3 +159,22 @@ def test_localize_rewords_a_stored_sentence_with_its_parts():
     assert i18n.localize(cap, "zh").startswith("285 GB/s × 5.6 µs；仅风险提示，不作上限")
     # what no entry made (a path, a name) is shown as it is
     assert i18n.localize("docs/sources.md", "zh") == "docs/sources.md"
+
+
+@pytest.mark.parametrize("en, zh", [
+    # a sentence inside a sentence with a suffix (the instances share)
+    (lambda s: s("said.instances_share", n=20, total=24, reason=s(
+        "said.light_too_short", n=3, left=s("part.us", us=1.2), min_us=2.0)),
+     "3 个轻量前序算子只留下 1.2 µs，小于 min_window_us 2（窗口规则 3c：过短）（24 个实例中的 20 个）"),
+    # a list of ops inside a placed window's reason
+    (lambda s: s("said.placed_was", branch="3b", us=5.58,
+                 why=s("said.placed_3b", op="RmsNorm", ops="RmsNorm, Add")),
+     "插在 RmsNorm 之前：轻量算子 RmsNorm、Add（窗口规则 3b）（实测窗口为 3b，5.6 µs）"),
+    # WHO: then two sentences joined by "; "
+    (lambda s: "Qwen2MLP.gate_proj: " + s("said.no_saving", bound="hbm_headroom", size=1) + "; "
+     + s("said.earlier_overlaps_3a", note="note", op="MatMulV3", mib=43.0),
+     "Qwen2MLP.gate_proj：没有预期收益（受 hbm_headroom 约束，max_size 1 B）；note，因此它还与访存"
+     "密集的 MatMulV3 重叠：窗口从该算子的输出开始，预取会与其 43.0 MiB 的访存争抢带宽"),
+])
+def test_localize_finds_the_right_split(en, zh):
+    assert i18n.localize(en(i18n.said), "zh") == zh
