@@ -63,7 +63,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if d.signatures:
         L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|---|"]
         for s in d.signatures:
-            why = (f"`{s.get('evidence')}`: {loc(s.get('evidence_why'))}" if s.get("evidence")
+            why = (t["labelled"].format(label=f"`{s.get('evidence')}`", text=loc(s.get("evidence_why")))
+                   if s.get("evidence")
                    else "roofline")
             L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
                      f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
@@ -93,7 +94,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     for f in files:
         where = sorted({f"{s.insert.cls}.{s.insert.method}" for s in d.plan.sites
                         if s.target.file == f})
-        L.append(f"- `{f}`: {', '.join(where)}")
+        L.append("- " + t["labelled"].format(label=f"`{f}`", text=", ".join(where)))
     if not files:
         L.append(f"- {t['none']}")
     sw = d.plan.switch
@@ -164,7 +165,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     L.append(f"- {t['risk_window']}")
     for s in d.plan.sites:
         if s.guard is not None:
-            L.append(f"- `{s.id}`: {t['risk_tokens'].format(guard=decode_guard_text(s))}")
+            L.append("- " + t["labelled"].format(label=f"`{s.id}`",
+                                                 text=t["risk_tokens"].format(guard=decode_guard_text(s))))
     if any(c.name == "l2_budget" for v in planned for c in v.site.basis.caps):
         L.append(f"- {t['risk_l2'].format(n=max(len(planned), 1))}")
     cmo_binds = any(c.name == "cmo_rate_x_window" and c.binding for v in planned
@@ -176,7 +178,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L.append(f"- {loc(n)}")
     for v in planned:
         for n in v.site.evidence.get("notes", []):
-            L.append(f"- `{v.site.id}`: {loc(n)}")
+            L.append("- " + t["labelled"].format(label=f"`{v.site.id}`", text=loc(n)))
     L.append("")
     L += [f"## {t['gate']}", "", t["gate_text"].format(plan=plan_name), ""]
     L += _installed_lines(d, t)

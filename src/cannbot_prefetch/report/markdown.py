@@ -208,7 +208,7 @@ def _item7(d: ReportData, t, w, files) -> None:
     for s in d.plan.sites:   # what analyze found about this site (overlaps, optimism, ...)
         for n in s.evidence.get("notes", []) or []:
             if str(n).startswith(("risk:", "optimistic")):
-                w(f"- `{s.id}`: {t.loc(n)}")
+                w("- " + t.k("joined.about", who=f"`{s.id}`", what=t.loc(n)))
     w("")
 
 
@@ -249,11 +249,11 @@ def _sources(d: ReportData, t, w) -> None:
     for m in (d.baseline, d.optimized):
         for sm in (m.sites if m else ()):
             if sm.note:
-                w(f"- {m.label} `{sm.site_id}`: {t.loc(sm.note)}")
+                w("- " + t.k("joined.about", who=f"{m.label} `{sm.site_id}`", what=t.loc(sm.note)))
     for n in d.notes:
         w(f"- {t.loc(n)}")
     for n in (d.baseline.notes[:5] if d.baseline is not None else ()):
-        w(f"- baseline: {t.loc(n)}")
+        w("- " + t.k("joined.about", who="baseline", what=t.loc(n)))
     if d.optimized:
         for n in d.optimized.notes[:5]:
-            w(f"- optimized: {t.loc(n)}")
+            w("- " + t.k("joined.about", who="optimized", what=t.loc(n)))
