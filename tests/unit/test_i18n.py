@@ -178,3 +178,24 @@ def test_localize_rewords_a_stored_sentence_with_its_parts():
 ])
 def test_localize_finds_the_right_split(en, zh):
     assert i18n.localize(en(i18n.said), "zh") == zh
+
+
+def test_localize_takes_any_text():
+    """A stored sentence can be anything a user's plan holds (hand-edited, an older tool's):
+    localize never raises, and text with no joint, entry or fixed phrase stays as it is."""
+    from hypothesis import given, settings, strategies as st
+
+    pieces = st.sampled_from(["the prefetch issued ", "before `x` in A.f", ": ", "; ", ", ", " (",
+                              ")", " µs", "window rule 3b", "memory-bound by its counters", "a",
+                              "light predecessor(s) ", "{x}", "{", "}"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pieces, max_size=12).map("".join))
+    def check(text):
+        out = i18n.localize(text, "zh")
+        assert isinstance(out, str)
+        if not any(j in text for j in (": ", "; ", "(", "before", "communication op")):
+            assert out == text   # no joint, no entry, no fixed phrase: nothing to re-word
+
+    check()
+    assert i18n.localize("plain words no entry made", "zh") == "plain words no entry made"
