@@ -95,9 +95,10 @@ def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
         if not key.startswith(prefix):
             continue
         en = entry["en"]
-        # two readings of the same template: every field shortest first, and the first field
-        # longest (a sentence with a suffix); the first whose fields are whole pieces wins
-        for greedy_first in (False, True):
+        # two readings of the same template: the first field longest (a sentence with a
+        # suffix, a name before a word), then every field shortest; the first whose fields are
+        # whole pieces wins
+        for greedy_first in (True, False):
             parts, pos, seen = [], 0, set()
             for m in _FIELD.finditer(en):
                 name = m.group(1)

@@ -199,3 +199,13 @@ def test_localize_takes_any_text():
 
     check()
     assert i18n.localize("plain words no entry made", "zh") == "plain words no entry made"
+
+
+def test_localize_listed_not_planned_keeps_who_and_verdict_apart():
+    en = i18n.said("said.listed_measured_decides", who=i18n.said("part.by_counters"),
+                   verdict="compute-bound", why="mac 0.90 >= 0.8", roof="memory-bound",
+                   roof_why="AI 1 < ridge 184 FLOP/B")
+    assert en == ("counters say compute-bound (mac 0.90 >= 0.8); the roofline says memory-bound "
+                  "(AI 1 < ridge 184 FLOP/B), but the measured verdict decides: listed, not planned")
+    assert i18n.localize(en, "zh") == ("计数器判定为 compute-bound（mac 0.90 >= 0.8）；roofline 判定为 "
+                                       "memory-bound（AI 1 < ridge 184 FLOP/B），但以实测判定为准：列出但未纳入")

@@ -186,11 +186,12 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
         code = {Verdict.LATENCY: reasons.LATENCY_BOUND, Verdict.COMPUTE: reasons.COMPUTE_BOUND,
                 Verdict.BORDERLINE: reasons.BORDERLINE}.get(d.verdict, reasons.NOT_MEMORY_BOUND)
         measured = d.by != "roofline"
-        other = (f"; the roofline says {d.roofline} ({d.roofline_why}), but the measured verdict "
-                 "decides" if measured and d.roofline != d.verdict else "")
-        said = {"roofline": "the roofline says", "intensity": "the intensity says"}.get(
-            d.by, "counters say")
-        out.append((s, code, f"{said} {d.verdict} ({d.why}){other}: listed, not planned"))
+        who = said({"roofline": "part.by_roofline", "intensity": "part.by_intensity"}.get(
+            d.by, "part.by_counters"))
+        out.append((s, code, said("said.listed_measured_decides", who=who, verdict=d.verdict,
+                                  why=d.why, roof=d.roofline, roof_why=d.roofline_why)
+                    if measured and d.roofline != d.verdict else
+                    said("said.listed_not_planned", who=who, verdict=d.verdict, why=d.why)))
     return keep, out
 
 

@@ -148,9 +148,8 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
         code = {"latency-bound": reasons.LATENCY_BOUND, "compute-bound": reasons.COMPUTE_BOUND,
                 "borderline": reasons.BORDERLINE}.get(site[0], reasons.NOT_MEMORY_BOUND)
         return Rejection(t.label, code,
-                         f"call site {ci + 1} of {n_clusters} (linears of one shape): its own "
-                         f"{len(members)} instance(s) say {site[0]} ({site[2]}), though the "
-                         f"signature's mean is {t.measured_verdict}: listed, not planned",
+                         said("said.site_verdict_differs", i=ci + 1, n=n_clusters, k=len(members),
+                              verdict=site[0], why=site[2], mean=t.measured_verdict),
                          t, ci, n_clusters, len(members), per_step, mean_us, preds, rep_stack,
                          site_rank=rank)
     if winner[0] == "x":
