@@ -313,8 +313,7 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
         notes.append("op types are missing (Level0 export?): MatMuls recognised by kernel name only")
     flagged = sum(1 for s in sigs if FLAG_INCONSISTENT in s.flags)
     if flagged:
-        notes.append(f"{flagged} signature(s) measured faster than their compute roof: shapes "
-                     "inconsistent (flagged, not dropped)")
+        notes.append(said("said.faster_than_roof", n=flagged))
     return Roofline(tuple(sigs), table_out, hw, step_us, basis, tuple(notes))
 
 
