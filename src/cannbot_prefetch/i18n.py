@@ -73,12 +73,13 @@ def tr(value: Any, lang: str) -> Any:
 
 
 # Sentences the analysis stores in its plan and JSON (reasons, cap notes, window reasons, notes)
-# are written in English from `said.*` entries; a document in another language finds the entry
-# an English text came from and re-words it, its parameters translated the same way. Then, in
-# order: "WHO: WHAT" (`joined.about`), "; "-joined sentences one by one, and fixed `phrase.*`
-# entries wherever they occur. A text that matches nothing is shown as it is (a name, a path).
-# `part.*` entries (a place in the source) are tried on parameters only: they are too general
-# to recognise a whole sentence.
+# are written in English from `said.*` entries (`said()`); a document in another language finds
+# the entry an English text came from and re-words it, its parameters the same way (`localize`).
+# Failing a whole entry, in order: for a parameter, a list ("A, B": each item) or a `part.*`
+# entry (a place, an op with its reason: too general to recognise a whole sentence); "WHO: WHAT"
+# (`joined.about`); "; "-joined sentences one by one; fixed `phrase.*` entries wherever they
+# occur. What matches nothing is shown as it is (a name, a path). The joints' own marks are the
+# `joined.*` entries.
 _FIELD = re.compile(r"\{(\w+)(?:[:!][^{}]*)?\}")
 
 
@@ -165,7 +166,7 @@ def localize(text: Any, lang: str, part: bool = False) -> Any:
     if part:   # a list of names or findings (Chinese joins them with 、), else a piece
         items = _top_level_items(text)
         if len(items) > 1:
-            return "、".join(str(localize(i, lang, part)) for i in items)
+            return t("joined.list", lang).join(str(localize(i, lang, part)) for i in items)
         got = _reword(text, ("part.",), lang)
         if got is not None:
             return got
@@ -173,7 +174,7 @@ def localize(text: Any, lang: str, part: bool = False) -> Any:
         who, what = text.split(": ", 1)
         return t("joined.about", lang, who=who, what=localize(what, lang))
     if "; " in text:
-        return "；".join(str(localize(p, lang, part)) for p in text.split("; "))
+        return t("joined.sentences", lang).join(str(localize(p, lang, part)) for p in text.split("; "))
     for pattern, zh in _phrases():
         text = pattern.sub(zh, text)
     return text

@@ -242,7 +242,7 @@ def _sources(d: ReportData, t, w) -> None:
     # the notes are configs/hardware/*.yaml's citations, in English; Chinese names the fields and
     # the command that prints each number with its source
     hw_src = ("; ".join(f"{k}: {v}" for k, v in srcs.items()) if not t.zh else
-              t.k("report.md.hardware_sources_at", fields="、".join(srcs), name=d.hardware.get("name", "?"))
+              t.k("report.md.hardware_sources_at", fields=t.k("joined.list").join(srcs), name=d.hardware.get("name", "?"))
               if srcs else "")
     w(t.k('report.md.hardware_numbers_profile', p0=d.hardware.get('name', '?'), p1=hw_src or 'configs/hardware'))
     w(t.k('report.md.plan_numbers_sizes_caps_expected_saving'))
