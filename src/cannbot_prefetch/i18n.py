@@ -10,6 +10,7 @@ Which parts stay English is written down in docs/cli.md ("Languages").
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -65,3 +66,111 @@ class Msg(str):
 def tr(value: Any, lang: str) -> Any:
     """`value` in `lang` when it is a Msg; anything else unchanged."""
     return value.render(lang) if isinstance(value, Msg) else value
+
+
+# Sentences the analysis stores in its plan and JSON (reasons, cap notes, window reasons, notes)
+# are written in English from `said.*` entries (`said()`); a document in another language finds
+# the entry an English text came from and re-words it, its parameters the same way (`localize`).
+# Failing a whole entry, in order: for a parameter, a list ("A, B": each item) or a `part.*`
+# entry (a place, an op with its reason: too general to recognise a whole sentence); "WHO: WHAT"
+# (`joined.about`); "; "-joined sentences one by one; fixed `phrase.*` entries wherever they
+# occur. What matches nothing is shown as it is (a name, a path). The joints' own marks are the
+# `joined.*` entries.
+_FIELD = re.compile(r"\{(\w+)(?:[:!][^{}]*)?\}")
+
+
+def said(key: str, **params: Any) -> str:
+    """A sentence the analysis stores (in the plan, the JSON), in English, from the `said.*` or
+    `part.*` entry `localize` later finds it by."""
+    return t(key, "en", **params)
+
+
+@lru_cache(maxsize=None)
+def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    out = []
+    for key, entry in catalog().items():
+        if not key.startswith(prefix):
+            continue
+        en = entry["en"]
+        # two readings of the same template: the first field longest (a sentence with a
+        # suffix, a name before a word), then every field shortest; the first whose fields are
+        # whole pieces wins
+        for greedy_first in (True, False):
+            parts, pos, seen = [], 0, set()
+            for m in _FIELD.finditer(en):
+                name = m.group(1)
+                lazy = "" if greedy_first and not seen else "?"
+                parts.append(re.escape(en[pos:m.start()])
+                             + (f"(?P={name})" if name in seen else f"(?P<{name}>.*{lazy})"))
+                seen.add(name)
+                pos = m.end()
+            parts.append(re.escape(en[pos:]))
+            out.append((re.compile("".join(parts), re.S), entry.get("zh") or en))
+    # longest templates first: a specific sentence wins over a general one
+    return tuple(sorted(out, key=lambda p: -len(p[0].pattern.replace("*?", "*"))))
+
+
+@lru_cache(maxsize=None)
+def _phrases() -> tuple[tuple[re.Pattern[str], str], ...]:
+    found = [(v["en"], v.get("zh") or v["en"]) for k, v in catalog().items() if k.startswith("phrase.")]
+    return tuple((re.compile(r"\b" + re.escape(en) + r"\b"), zh)
+                 for en, zh in sorted(found, key=lambda p: -len(p[0])))
+
+
+def _whole(param: str) -> bool:
+    """A parameter is one piece: not half a parenthesis, not two sentences ("; ")."""
+    depth = 0
+    for ch in param:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0 and "; " not in param
+
+
+def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
+    for prefix in prefixes:
+        for pattern, zh in _templates(prefix):
+            m = pattern.fullmatch(text)
+            if m and all(_whole(v) for v in m.groupdict().values()):
+                got = m.groupdict()
+                return _FIELD.sub(lambda f: str(localize(got[f.group(1)], lang, part=True)), zh)
+    return None
+
+
+def _top_level_items(text: str) -> list[str]:
+    """`text` split at the ", " outside parentheses ("A (x, y), B" -> ["A (x, y)", "B"])."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and text.startswith(", ", i):
+            out.append(text[start:i])
+            start = i + 2
+    return [*out, text[start:]]
+
+
+def localize(text: Any, lang: str, part: bool = False) -> Any:
+    """`text` (an English sentence the analysis stored) in `lang` (see above); `part`: `text` is a
+    parameter of another sentence."""
+    if lang == "en" or not isinstance(text, str) or not text:
+        return text
+    if isinstance(text, Msg):
+        return text.render(lang)
+    got = _reword(text, ("said.",), lang)
+    if got is not None:
+        return got
+    if part:   # a list of names or findings (Chinese joins them with 、), else a piece
+        items = _top_level_items(text)
+        if len(items) > 1:
+            return t("joined.list", lang).join(str(localize(i, lang, part)) for i in items)
+        got = _reword(text, ("part.",), lang)
+        if got is not None:
+            return got
+    if ": " in text and not part and "; " not in text.split(": ", 1)[0]:
+        who, what = text.split(": ", 1)
+        return t("joined.about", lang, who=who, what=localize(what, lang))
+    if "; " in text:
+        return t("joined.sentences", lang).join(str(localize(p, lang, part)) for p in text.split("; "))
+    for pattern, zh in _phrases():
+        text = pattern.sub(zh, text)
+    return text

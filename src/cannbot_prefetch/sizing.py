@@ -30,6 +30,7 @@ from typing import Any
 
 from .errors import InputError
 from .gain import GainInputs, expected
+from .i18n import said
 from .plan import Basis, Cap, Saving
 from .settings import policy
 
@@ -117,10 +118,8 @@ def cmo_cap(gbps: float, window_us: float, given_by: str = "") -> Cap:
     (`given_by` says how); else shown as a risk (the 285 GB/s default is one public figure)."""
     n = int(gbps * 1e9 * max(window_us, 0.0) * 1e-6)
     if given_by:
-        return Cap("cmo_rate_x_window", n, f"{gbps:g} GB/s ({given_by}) x {window_us:.1f} µs")
-    return Cap("cmo_rate_x_window", n,
-               f"{gbps:g} GB/s x {window_us:.1f} µs; a risk, not binding: one public measurement "
-               "(pass --cmo-bw, or let report calibrate it from a prefetch-on profile)", False)
+        return Cap("cmo_rate_x_window", n, said("said.cap_cmo", gbps=gbps, given_by=given_by, t=window_us))
+    return Cap("cmo_rate_x_window", n, said("said.cap_cmo_risk", gbps=gbps, t=window_us), False)
 
 
 def bound_size(base: int, caps) -> tuple[int, str]:
@@ -160,8 +159,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
         t = max(window.time_us, 0.0)
         head = int(hbm * t * 1e-6) - int(window.bytes)
         caps.append(Cap("hbm_headroom", max(head, 0),
-                        f"{hbm / 1e12:g} TB/s x {t:.1f} µs - {window.bytes / 2**20:.1f} MiB "
-                        "moved by the window's ops"))
+                        said("said.cap_hbm", hbm=hbm / 1e12, t=t, mib=window.bytes / 2**20)))
         caps.append(cmo_cap(cmo, t, "--cmo-bw" if cmo_given else ""))
     else:
         notes.append("no profile: the window caps (CMO rate, HBM headroom) are unknown")
@@ -169,8 +167,7 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
     if l2:
         share = float(sz["l2_budget_share"])
         caps.append(Cap("l2_budget", int(l2 * share / max(in_flight, 1)),
-                        f"{share:g} of {l2 / 2**20:.0f} MiB L2 shared by {max(in_flight, 1)} "
-                        "site(s) in flight"))
+                        said("said.cap_l2", share=share, mib=l2 / 2**20, n=max(in_flight, 1))))
     if user_cap is not None:
         if user_cap <= 0:
             raise InputError(f"--max-size-cap must be a positive number of bytes, not {user_cap}")
@@ -188,8 +185,8 @@ def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any
     g_in = gain_in.stored() if gain_in is not None else None
     g = expected(int(size), g_in, hw, pol)
     if g is not None and g.optimistic:
-        notes.append(f"optimistic: predicted {g.per_op.mid:.1f} of {g_in.mean_us:.1f} µs per op "
-                     f"(> {pol['benefit']['optimistic_op_share']:.0%}); public gains are 0.35-8.9%")
+        notes.append(said("said.optimistic", per_op=g.per_op.mid, mean=g_in.mean_us,
+                          share=pol["benefit"]["optimistic_op_share"]))
     return Sized(int(size), basis, ladder, g.per_step if g else None, g.per_op if g else None,
                  bool(g and g.optimistic), theory, tuple(notes), g_in, ladder_bytes=rungs)
 

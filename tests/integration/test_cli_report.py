@@ -72,7 +72,7 @@ def test_verify_result_counts_and_chinese(tmp_path):
     text = out.read_text()
     assert "成功标准" in text and "功能结果无差异" in text and "outputs equal" in text
     # outputs identical and the window held, but nothing got faster: no change, never success
-    assert "无变化" in text and "成功:每个" not in text
+    assert "无变化" in text and "成功：每个" not in text
 
 
 def test_baseline_only_says_not_worth_enabling(tmp_path):

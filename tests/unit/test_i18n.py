@@ -35,7 +35,7 @@ def test_every_entry_has_both_languages_with_the_same_placeholders():
 
 def _keys_named_in_code() -> set[tuple[str, str]]:
     found = set()
-    pattern = re.compile(r"""\b(t|Msg|texts|_t)\(\s*f?["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
+    pattern = re.compile(r"""\b(t|Msg|texts|_t|said|_said)\(\s*f?["']([a-z0-9_]+(?:\.[a-z0-9_]+)+)["']""")
     for path in SRC.rglob("*.py"):
         for m in pattern.finditer(path.read_text(encoding="utf-8")):
             if "{" not in m.group(2):
@@ -123,3 +123,89 @@ def test_chinese_console_glosses_each_rejection(tmp_path):
     assert res.exit_code == 0, res.output
     assert "未规划" in res.stdout and "超出允许的位置数（--max-sites）——" in res.stdout
     assert "已规划" in res.stdout and "性能数据" in res.stdout and "已写入" in res.stdout
+
+
+def test_every_stored_sentence_is_written_from_the_catalog():
+    """One definition: each `said.*` / `part.*` entry is the text the code writes (`said(...)`),
+    so a Chinese document can always find the entry an English sentence came from."""
+    code = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py"))
+    keys = [k for k in i18n.catalog() if k.startswith(("said.", "part."))]
+    assert len(keys) > 20
+    for key in keys:
+        assert f'"{key}"' in code, key
+
+
+def test_localize_rewords_a_stored_sentence_with_its_parts():
+    # a rejection reason as analyze stores it (built here from the same entries the code uses)
+    where = i18n.said("part.where", position="before", call="self.up_proj", fn="Qwen2MLP.forward")
+    names = ", ".join(i18n.said("part.op_why", op="MatMulV3",
+                                why=i18n.said("part.heavy_by_counters", why=f"aic mte2 {x}, mac 0.01"))
+                      for x in ("0.96", "0.98"))
+    en = "Qwen2MLP.up_proj: " + i18n.said("said.overlaps_busy", where=where, names=names)
+    assert en.startswith("Qwen2MLP.up_proj: the prefetch issued before `self.up_proj` in "
+                         "Qwen2MLP.forward also overlaps MatMulV3 (memory-bound by its counters "
+                         "(aic mte2 0.96, mac 0.01)), MatMulV3 (")
+    # the Chinese, written out by hand from the catalog's zh texts
+    assert i18n.localize(en, "zh") == (
+        "Qwen2MLP.up_proj：在 Qwen2MLP.forward 中 `self.up_proj` 之前发出的预取还会与 "
+        "MatMulV3（按计数器判定为 memory-bound：aic mte2 0.96、mac 0.01）、"
+        "MatMulV3（按计数器判定为 memory-bound：aic mte2 0.98、mac 0.01） 重叠："
+        "访存密集或通信算子的时间从不算作空闲窗口，而更早插入只会增加算子"
+        "（工作流规则，docs/workflow.md：无安全窗口）")
+    assert i18n.localize(en, "en") is en
+    # numbers keep the English text's formatting; "; "-joined sentences are re-worded one by one
+    cap = i18n.said("said.cap_cmo_risk", gbps=285.0, t=5.58)
+    assert cap.startswith("285 GB/s x 5.6 µs; a risk")
+    assert i18n.localize(cap, "zh").startswith("285 GB/s × 5.6 µs；仅风险提示，不作上限")
+    # what no entry made (a path, a name) is shown as it is
+    assert i18n.localize("docs/sources.md", "zh") == "docs/sources.md"
+
+
+@pytest.mark.parametrize("en, zh", [
+    # a sentence inside a sentence with a suffix (the instances share)
+    (lambda s: s("said.instances_share", n=20, total=24, reason=s(
+        "said.light_too_short", n=3, left=s("part.us", us=1.2), min_us=2.0)),
+     "3 个轻量前序算子只留下 1.2 µs，小于 min_window_us 2（窗口规则 3c：过短）（24 个实例中的 20 个）"),
+    # a list of ops inside a placed window's reason
+    (lambda s: s("said.placed_was", branch="3b", us=5.58,
+                 why=s("said.placed_3b", op="RmsNorm", ops="RmsNorm, Add")),
+     "插在 RmsNorm 之前：轻量算子 RmsNorm、Add（窗口规则 3b）（实测窗口为 3b，5.6 µs）"),
+    # WHO: then two sentences joined by "; "
+    (lambda s: "Qwen2MLP.gate_proj: " + s("said.no_saving", bound="hbm_headroom", size=1) + "; "
+     + s("said.earlier_overlaps_3a", note="note", op="MatMulV3", mib=43.0),
+     "Qwen2MLP.gate_proj：没有预期收益（受 hbm_headroom 约束，max_size 1 B）；note，因此它还与访存"
+     "密集的 MatMulV3 重叠：窗口从该算子的输出开始，预取会与其 43.0 MiB 的访存争抢带宽"),
+])
+def test_localize_finds_the_right_split(en, zh):
+    assert i18n.localize(en(i18n.said), "zh") == zh
+
+
+def test_localize_takes_any_text():
+    """A stored sentence can be anything a user's plan holds (hand-edited, an older tool's):
+    localize never raises, and text with no joint, entry or fixed phrase stays as it is."""
+    from hypothesis import given, settings, strategies as st
+
+    pieces = st.sampled_from(["the prefetch issued ", "before `x` in A.f", ": ", "; ", ", ", " (",
+                              ")", " µs", "window rule 3b", "memory-bound by its counters", "a",
+                              "light predecessor(s) ", "{x}", "{", "}"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(pieces, max_size=12).map("".join))
+    def check(text):
+        out = i18n.localize(text, "zh")
+        assert isinstance(out, str)
+        if not any(j in text for j in (": ", "; ", "(", "before", "communication op")):
+            assert out == text   # no joint, no entry, no fixed phrase: nothing to re-word
+
+    check()
+    assert i18n.localize("plain words no entry made", "zh") == "plain words no entry made"
+
+
+def test_localize_listed_not_planned_keeps_who_and_verdict_apart():
+    en = i18n.said("said.listed_measured_decides", who=i18n.said("part.by_counters"),
+                   verdict="compute-bound", why="mac 0.90 >= 0.8", roof="memory-bound",
+                   roof_why="AI 1 < ridge 184 FLOP/B")
+    assert en == ("counters say compute-bound (mac 0.90 >= 0.8); the roofline says memory-bound "
+                  "(AI 1 < ridge 184 FLOP/B), but the measured verdict decides: listed, not planned")
+    assert i18n.localize(en, "zh") == ("计数器判定为 compute-bound（mac 0.90 >= 0.8）；roofline 判定为 "
+                                       "memory-bound（AI 1 < ridge 184 FLOP/B），但以实测判定为准：列出但未纳入")

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 
 from .. import pipeline
 from ..errors import InputError
+from ..i18n import said
 from ..status import Status
 
 Progress = Callable[..., None]     # progress(catalog key, **params), told each slow stage
@@ -169,7 +170,7 @@ class Shortlist:
     def notes(self) -> tuple[str, ...]:
         if not self.targets:
             return ()
-        return ("pass --model-src (and --model-config) to map these to source and write a plan",)
+        return (said("said.pass_model_src"),)
 
     def to_json(self, outputs: Sequence[str] = ()) -> dict[str, Any]:
         """The `analyze --json` document (a shortlist writes nothing: `outputs` stays empty)."""

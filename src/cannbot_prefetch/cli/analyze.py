@@ -177,7 +177,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..i18n import catalog, t, texts
+    from ..i18n import catalog, localize, t, texts
 
     # Piped output gets a width that fits the table instead of Rich's 80-column default.
     con = make_console()
@@ -223,7 +223,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
         for i, s in enumerate(sigs[:top], 1):
             mark = ""
             if s.get("note"):
-                footnotes.append(f"[{i}] {s['note']}")
+                footnotes.append(f"[{i}] {localize(s['note'], lang)}")
                 mark = f" [{i}]"
             table.add_row(str(i), s["type"], f"{s.get('input_shapes') or '-'}\n{s.get('dtypes') or '-'}",
                           str(s["count"]), _fmt(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
@@ -253,6 +253,6 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
         con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),
                     reason=reason, code=code))
     for n in doc.get("notes", []):
-        con.print(t("cli.note", lang, text=n), style="dim", markup=False)
+        con.print(t("cli.note", lang, text=localize(n, lang)), style="dim", markup=False)
     for f in doc.get("outputs", []):
         con.print(t("cli.wrote", lang, path=f), style="green")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..i18n import said as _said
 from ..settings import configs_dir, load_yaml
 from .part import HardwareProfile, norm_name
 
@@ -160,33 +161,30 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
     if soc:
         prof = _match_soc(soc, profiles)
         if prof is not None:
-            return replace(prof, detected_from=f"profile SoC name {soc!r}")
+            return replace(prof, detected_from=_said("said.hw_soc", soc=repr(soc)))
     cores = getattr(info, "cube_cores", None) if info is not None else None
     mhz = getattr(info, "freq_mhz", None) if info is not None else None
     if cores and mhz:
         hits = _match_cores(int(cores), float(mhz), profiles)
         if hits:
             also = [p.name for p in hits[1:]]
-            extra = f" (same numbers as {', '.join(also)})" if also else ""
-            return replace(hits[0], detected_from=f"profile reports {cores} cube cores @ {mhz:g} MHz{extra}")
+            extra = _said("part.hw_same_numbers", names=", ".join(also)) if also else ""
+            return replace(hits[0], detected_from=_said("said.hw_detected", cores=cores, mhz=mhz, extra=extra))
     if getattr(info, "chip_class", None) == "A1":
         # The counter layout says Ascend 910 (A1-class), not which 910 part: still an assumption.
-        return replace(load(A1_PART), detected_from=(
-            f"assumed {A1_PART} (the profile names no part; its counters are in the Ascend 910 "
-            "A1-class layout: mac_ratio / mte2_ratio without aic_, a memory_bound column); pass "
-            "--hardware NAME to choose"))
+        return replace(load(A1_PART), detected_from=_said("said.hw_assumed_a1", part=A1_PART))
     prof = load(DEFAULT_PART)
     if info is None:   # manual mode: no profile to detect a part from
-        return replace(prof, detected_from=f"default {DEFAULT_PART} (no profile to detect the part "
-                                           "from); pass --hardware NAME to choose")
+        return replace(prof, detected_from=_said("said.hw_default", part=DEFAULT_PART))
     said = []
     if soc:
-        said.append(f"SoC {soc!r} unknown")
+        said.append(_said("part.hw_soc_unknown", soc=repr(soc)))
     if cores or mhz:
-        said.append(f"{cores if cores else 'unknown'} cube cores @ "
-                    f"{f'{mhz:g}' if mhz else 'unknown'} MHz match no part")
-    why = "; ".join(said) if said else "the profile names no part"
-    return replace(prof, detected_from=f"assumed {DEFAULT_PART} ({why}); pass --hardware NAME to choose")
+        unknown = _said("part.unknown")
+        said.append(_said("part.hw_cores_no_match", cores=cores if cores else unknown,
+                          mhz=f"{mhz:g}" if mhz else unknown))
+    why = "; ".join(said) if said else _said("part.hw_no_part")
+    return replace(prof, detected_from=_said("said.hw_assumed", part=DEFAULT_PART, why=why))
 
 
 def is_assumed(prof: HardwareProfile) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..i18n import said
+
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
 
 
@@ -44,11 +46,8 @@ def check(views: Sequence[tuple[Any, Any, Any]], cfg: dict[str, Any]) -> list[st
         if want is not None and abs(cand.per_step - want) >= 0.5:
             off.setdefault((round(cand.per_step, 3), want, m.in_layers), []).append(q)
     for (got, want, in_layers), qs in off.items():
-        basis = (f"1 per layer x num_hidden_layers {layers}" if in_layers
-                 else "once per forward, outside the layers")
-        out.append(f"{', '.join(qs)}: {got:g} call(s) per step in the profile, the model makes "
-                   f"{want} ({basis}): the profile holds other layers than the config says, the "
-                   "layers differ (dense/MoE mix), or a step runs more than one forward")
+        basis = (said("said.per_layer", layers=layers) if in_layers else said("said.per_forward"))
+        out.append(said("said.calls_off", who=", ".join(qs), got=got, want=want, basis=basis))
     for q, who in owners.items():
         if len(who) > 1:
             out.append(f"{q}: {len(who)} kernel call sites map to this one linear "

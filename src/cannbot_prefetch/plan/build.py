@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import reasons
+from ..i18n import said
 from ..errors import InputError
 from ..mapping import Mapped, Mapper
 from ..mapping.config import load_config
@@ -194,7 +195,7 @@ def _placed(cand: Candidate, m: Mapped, min_us: float) -> Candidate | Rejection:
     which profiled op the inserted call precedes, windows/placed.py costs the span from there to
     the target; no safe window there -> a rejection naming the ops."""
     i = m.placement.insert
-    where = f"{i.position} `{i.anchor_call}` in {i.cls}.{i.method}"
+    where = said("part.where", position=i.position, call=i.anchor_call, fn=f"{i.cls}.{i.method}")
     got = placed_window(cand, m.precedes, min_us, where)
     if isinstance(got, Window):
         return replace(cand, window=got)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..gain import optimistic_share
-from ..i18n import texts
+from ..i18n import localize, texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
 from .schema import ENV_SIZE, ENV_SWITCH, call_form, decode_guard_text
@@ -33,17 +33,20 @@ def _mib(n: int) -> str:
 
 def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str:
     t = texts("design", d.lang)
+    def loc(text):   # a stored English sentence in the document's language
+        return localize(text, d.lang)
     pos = texts("design.pos", d.lang)
     L: list[str] = [f"# {t['title']}", "", t["status"], "",
                     t["mode_auto"] if d.mode == "auto" else t["mode_manual"], ""]
     hw = d.hardware
-    L.append(f"- {t['hw']}: {hw.get('name')} (HBM {hw.get('hbm_bw_tbps')} TB/s, L2 "
-             f"{(hw.get('l2_bytes') or 0) / 2**20:.0f} MiB, CMO {hw.get('cmo_bw_gbps')} GB/s; "
-             f"{hw.get('detected_from', '')})")
+    L.append("- " + t["hw_line"].format(
+        label=t["hw"], name=hw.get("name"), hbm=hw.get("hbm_bw_tbps"),
+        l2=f"{(hw.get('l2_bytes') or 0) / 2**20:.0f}", cmo=hw.get("cmo_bw_gbps"),
+        detected=loc(hw.get("detected_from", ""))))
     if d.profile:
-        L.append(f"- {t['profile']}: `{d.profile.get('path')}` ({d.profile.get('layout')}, "
-                 f"{d.profile.get('level') or 'level not recorded'}, "
-                 f"steps {d.profile.get('steps')})")
+        L.append("- " + t["profile_line"].format(
+            label=t["profile"], path=d.profile.get("path"), layout=d.profile.get("layout"),
+            level=d.profile.get("level") or t["level_unknown"], steps=d.profile.get("steps")))
     L.append("")
     planned = [v for v in d.sites if v.planned]
     listed = [v for v in d.sites if not v.planned]
@@ -52,15 +55,16 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if not planned:
         L += [t["no_sites"], ""]
     for v in planned:
-        L.append(f"- **{v.site.target.cls}.{v.site.target.attr}** (`{v.site.id}`, "
-                 f"{v.site.mapping}): {_why(v, t)}")
+        L.append(f"- **{v.site.target.cls}.{v.site.target.attr}**"
+                 + t["tagged"].format(tag=f"`{v.site.id}`, {v.site.mapping}") + _why(v, t, d.lang))
     L.append("")
 
     L += [f"## {t['roofline']}", ""]
     if d.signatures:
         L += [t["sig_head"], "|---|---:|---:|---:|---:|---:|---|---|"]
         for s in d.signatures:
-            why = (f"{s.get('evidence')}: {s.get('evidence_why')}" if s.get("evidence")
+            why = (t["labelled"].format(label=f"`{s.get('evidence')}`", text=loc(s.get("evidence_why")))
+                   if s.get("evidence")
                    else "roofline")
             L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
                      f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
@@ -73,7 +77,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
 
     L += [f"## {t['windows']}", ""]
     for v in planned + listed:
-        L.append(f"- `{v.site.id}` ({t['planned'] if v.planned else t['listed']}): "
+        L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["planned"] if v.planned else t["listed"])
                  + _window_text(v, t))
         i = v.site.insert
         L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, pos=pos[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
@@ -90,13 +94,14 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     for f in files:
         where = sorted({f"{s.insert.cls}.{s.insert.method}" for s in d.plan.sites
                         if s.target.file == f})
-        L.append(f"- `{f}`: {', '.join(where)}")
+        L.append("- " + t["labelled"].format(label=f"`{f}`", text=", ".join(where)))
     if not files:
         L.append(f"- {t['none']}")
     sw = d.plan.switch
     readers = sorted({s.insert.cls for s in d.plan.sites})
     if readers:
-        L.append(f"- {t['switch_readers']}: " + ", ".join(f"`{c}.__init__`" for c in readers))
+        L.append("- " + t["labelled"].format(label=t["switch_readers"],
+                                             text=", ".join(f"`{c}.__init__`" for c in readers)))
     L += ["", t["switch"].format(name=sw.name, path=sw.config_path, env=ENV_SWITCH,
                                  size_path=sw.size_path, env_size=ENV_SIZE),
           _mode_line(d.plan, t), ""]
@@ -111,7 +116,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L += [f"**{v.site.id}** — {' × '.join(map(str, b.dims))}, {b.dtype_bytes:g} B/elem, "
               f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|---|"]
         for c in b.caps:
-            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {c.note} |")
+            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {loc(c.note)} |")
         L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
         L += _ladder_lines(v.site, t)
         weight = next((c.bytes for c in b.caps if c.name == "weight"), 0)
@@ -122,9 +127,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
                                     why=why), ""]
     for v in listed:
         b = v.site.basis
-        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else f" ({t['risk_only']})")
+        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else t["paren"].format(x=t["risk_only"]))
                          for c in b.caps)
-        L.append(f"- `{v.site.id}` ({t['listed']}): {caps} → "
+        L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["listed"]) + f"{caps} → "
                  f"{t['bound'].format(bound=b.bound_by, size=_mib(v.site.max_size))}")
     if listed:
         L.append("")
@@ -151,16 +156,18 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if not d.rejections:
         L.append(f"- {t['none']}")
     for r in d.rejections:
-        tag = f" ({t['unmapped']})" if r.reason_code == "unmapped" else ""
+        tag = t["paren"].format(x=t["unmapped"]) if r.reason_code == "unmapped" else ""
         site = f" `{r.site}`" if r.site else ""
-        L.append(f"- `{r.signature}`{site} — **{r.reason_code}**{tag}: {r.reason}")
+        L.append("- " + t["labelled"].format(label=f"`{r.signature}`{site} — **{r.reason_code}**{tag}",
+                                             text=loc(r.reason)))
     L.append("")
 
     L += [f"## {t['risks']}", ""]
     L.append(f"- {t['risk_window']}")
     for s in d.plan.sites:
         if s.guard is not None:
-            L.append(f"- `{s.id}`: {t['risk_tokens'].format(guard=decode_guard_text(s))}")
+            L.append("- " + t["labelled"].format(label=f"`{s.id}`",
+                                                 text=t["risk_tokens"].format(guard=decode_guard_text(s))))
     if any(c.name == "l2_budget" for v in planned for c in v.site.basis.caps):
         L.append(f"- {t['risk_l2'].format(n=max(len(planned), 1))}")
     cmo_binds = any(c.name == "cmo_rate_x_window" and c.binding for v in planned
@@ -169,10 +176,10 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if d.plan.mode == "ge_graph":
         L.append(f"- {t['risk_graph']}")
     for n in d.notes:
-        L.append(f"- {n}")
+        L.append(f"- {loc(n)}")
     for v in planned:
         for n in v.site.evidence.get("notes", []):
-            L.append(f"- `{v.site.id}`: {n}")
+            L.append("- " + t["labelled"].format(label=f"`{v.site.id}`", text=loc(n)))
     L.append("")
     L += [f"## {t['gate']}", "", t["gate_text"].format(plan=plan_name), ""]
     L += _installed_lines(d, t)
@@ -220,14 +227,14 @@ def _ladder_lines(site, t: dict[str, str]) -> list[str]:
         up=fmt(up, rungs.get("up", [])), down=fmt(down, rungs.get("down", [])), id=site.id), ""]
 
 
-def _why(v: SiteView, t: dict[str, str]) -> str:
+def _why(v: SiteView, t: dict[str, str], lang: str = "en") -> str:
     c = v.candidate
     if c is None:
         return t["why_manual"]
     ev = v.site.evidence
     key = "why_counters" if ev.get("verdict_by") == "counters" else "why_roofline"
-    return t[key].format(type=c.target.type, why=ev.get("verdict_why", ""),
-                         roof=ev.get("verdict", "–"), rwhy=ev.get("roofline_why", ""),
+    return t[key].format(type=c.target.type, why=localize(ev.get("verdict_why", ""), lang),
+                         roof=ev.get("verdict", "–"), rwhy=localize(ev.get("roofline_why", ""), lang),
                          n=f"{c.per_step:g}", mean=_fmt(c.mean_us))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import reasons
+from ..i18n import said
 from ..gain import to_evidence
 from ..mapping import Mapped, target_ref
 from ..roofline.verdict import decide
@@ -46,20 +47,18 @@ def select(views, hw, opts: PlanOptions, cfg: dict[str, Any]):
             if m.placement.shift == "later":
                 why = f"; {m.placement.note}"
             elif m.placement.shift == "earlier" and c.window.branch == "3a":
-                why = (f"; {m.placement.note}, so it also overlaps the memory-heavy "
-                       f"{c.window.start_op.type} whose output starts the window and whose "
-                       f"{c.window.start_op.bytes / 2**20:.1f} MiB the prefetch would compete with")
+                why = "; " + said("said.earlier_overlaps_3a", note=m.placement.note,
+                                  op=c.window.start_op.type, mib=c.window.start_op.bytes / 2**20)
             rej.append(_rej(c, m, reasons.NOT_WORTH_IT,
-                            f"{q}: no expected saving (bound by {s.basis.bound_by}, "
-                            f"max_size {s.max_size} B){why}"))
+                            f"{q}: " + said("said.no_saving", bound=s.basis.bound_by,
+                                            size=s.max_size) + why))
             continue
         if len(keep) >= opts.max_sites:
             listed.append(((c, m, s), f"--max-sites {opts.max_sites}"))
             last = keep[-1][1].target.qualname
             rej.append(_rej(c, m, reasons.MAX_SITES,
-                            f"{q}: expected {_us(s)} µs/step, ranked by expected saving below "
-                            f"the {opts.max_sites} site(s) allowed (--max-sites; the last "
-                            f"planned, {last}, expects {_us(keep[-1][2])} µs/step)"))
+                            f"{q}: " + said("said.max_sites", us=_us(s), n=opts.max_sites,
+                                            last=last, last_us=_us(keep[-1][2]))))
             continue
         keep.append((c, m, s))
     n = len(keep)

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..gain import GainInputs
+from ..i18n import said
 from ..mapping import Mapped
 from ..roofline.shapes import dtype_bytes
 from ..settings import policy
@@ -68,9 +69,7 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     if hit is None:
         return sized
     floor = float(policy()["sizing"]["moe_min_hit_share"])
-    blocked = "" if hit.share >= floor else (
-        f"expected experts hit {hit.share:.1%} < sizing.moe_min_hit_share {floor:.0%}: most "
-        "prefetched expert bytes would be traffic the GroupedMatmul never reads")
+    blocked = "" if hit.share >= floor else said("said.moe_blocked", share=hit.share, floor=floor)
     return replace(sized, notes=sized.notes + (f"MoE: {hit.text()}",), blocked=blocked)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from ..errors import InputError
+from ..i18n import said
 from ..settings import policy
 from . import columns as C
 from .companions import BORROWS_STACKS, find_companions
@@ -98,7 +99,7 @@ def _borrow_stacks(df: pl.DataFrame, trace: Path, limits: "Limits",
     with _unicode_checked(trace):
         df, attached = attach_trace_stacks(df, trace, limits.trace_bytes)
     if attached:
-        notes.append(f"call stacks attached to {attached} kernel(s) from trace_view.json")
+        notes.append(said("said.stacks_attached", n=attached))
     return df
 
 

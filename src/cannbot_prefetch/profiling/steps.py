@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from ..errors import InputError
+from ..i18n import said
 
 
 @dataclass(frozen=True)
@@ -43,8 +44,7 @@ def select_steps(df: pl.DataFrame, path: str, step: int | None = None,
     if len(available) > 1 and exclude_first and not include_warmup:
         first = available[0]
         kept = available[1:]
-        note = (f"step {first} excluded as warm-up (first of {len(available)} steps); "
-                f"include it with --steps {first}:{available[-1]}")
+        note = said("said.warmup", first=first, n=len(available), last=available[-1])
         return StepChoice(df.filter(pl.col("step").is_null() | (pl.col("step") != first)),
                           kept, available, (first,), (note,))
     return StepChoice(df, available, available, (), ())

@@ -61,7 +61,7 @@ def _inputs(d: ReportData, t, w, files) -> None:
         w(t.k('report.md.optimized_profile_true_steps_warm_up', p0=d.plan.switch.name, p1=o.path, p2=list(o.steps) or '–', p3=list(o.warmup_excluded) or '–', p4=o.rows))
     else:
         w(t.k('report.md.optimized_profile_none_baseline_only_mode'))
-    w(t.k('report.md.hardware_hbm_tb_s', p0=hw.get('name', '?'), p1=hw.get('detected_from', ''), p2=hw.get('hbm_bw_tbps', hw.get('hbm_bw', '?'))))
+    w(t.k('report.md.hardware_hbm_tb_s', p0=hw.get('name', '?'), p1=t.loc(hw.get('detected_from', '')), p2=hw.get('hbm_bw_tbps', hw.get('hbm_bw', '?'))))
     if d.verify is not None:
         w(t.k('report.md.verify_result_passed', p0=d.verify.path, p1=d.verify.passed))
     th = d.thresholds
@@ -116,7 +116,7 @@ def _item1(d: ReportData, t, w) -> None:
         w(t.k('report.md.candidates_not_planned'))
         for r in d.plan.rejections[:10]:
             w(f"- {md(r.get('signature', '?'))}: {md(r.get('reason_code', ''))} — "
-              f"{md(r.get('reason', ''))}")
+              f"{md(t.loc(r.get('reason', '')))}")
     w("")
 
 
@@ -160,7 +160,7 @@ def _item3(d: ReportData, t, w) -> None:
         bm = d.baseline.site(s.id) if d.baseline is not None else None
         ops = md(", ".join(map(str, win.get("ops") or [])) or "–")
         w(f"| `{s.id}` | `{s.dependency}` | {ops} | {md(win.get('start', '–'))} | "
-          f"{_f(win.get('time_us'))} | {md(win.get('reason', '–'))} | {_stat(bm.window) if bm else '–'} |")
+          f"{_f(win.get('time_us'))} | {md(t.loc(win.get('reason', '–')))} | {_stat(bm.window) if bm else '–'} |")
     w("")
     w(t.k('report.md.a_window_is_a_light_predecessor'))
     w("")
@@ -193,13 +193,13 @@ def _item5(d: ReportData, t, w) -> None:
         w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=md(b.formula or 'dims*b*c'), p5=_mib(s.max_size), p6=md(b.bound_by)))
         for c in b.caps:
             risk = "" if c.binding else t.k('report.md.risk_not_binding')
-            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + c.note) if c.note else ''}")
+            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + t.loc(c.note)) if c.note else ''}")
         ladder = s.ladder
         w(t.k('report.md.ladder_up_down', p0=ladder.get('up', []), p1=ladder.get('down', [])))
     w("")
     if d.cmo is not None:
         c = d.cmo
-        w(t.k('report.md.cmo_rate_measured_in_the_optimized', p0=c.gbps, p1=c.note))
+        w(t.k('report.md.cmo_rate_measured_in_the_optimized', p0=c.gbps, p1=t.loc(c.note)))
         w("")
     elif d.optimized is not None:
         w(t.k('report.md.no_cmo_prefetch_task_was_found'))
@@ -231,7 +231,7 @@ def _item7(d: ReportData, t, w, files) -> None:
     for s in d.plan.sites:   # what analyze found about this site (overlaps, optimism, ...)
         for n in s.evidence.get("notes", []) or []:
             if str(n).startswith(("risk:", "optimistic")):
-                w(f"- `{s.id}`: {md(n)}")
+                w("- " + t.k("joined.about", who=f"`{s.id}`", what=md(t.loc(n))))
     w("")
 
 
@@ -261,17 +261,22 @@ def _sources(d: ReportData, t, w) -> None:
         opt = t.k("report.md.measured_optimized", path=d.optimized.path) if d.optimized else ""
         w(t.k("report.md.measured_paths", base=d.baseline.path, opt=opt))
     srcs = d.hardware.get("sources") or {}
-    hw_src = "; ".join(f"{k}: {v}" for k, v in list(srcs.items())[:4]) if isinstance(srcs, dict) else ""
+    srcs = dict(list(srcs.items())[:4]) if isinstance(srcs, dict) else {}
+    # the notes are configs/hardware/*.yaml's citations, in English; Chinese names the fields and
+    # the command that prints each number with its source
+    hw_src = ("; ".join(f"{k}: {v}" for k, v in srcs.items()) if not t.zh else
+              t.k("report.md.hardware_sources_at", fields=t.k("joined.list").join(srcs), name=d.hardware.get("name", "?"))
+              if srcs else "")
     w(t.k('report.md.hardware_numbers_profile', p0=d.hardware.get('name', '?'), p1=hw_src or 'configs/hardware'))
     w(t.k('report.md.plan_numbers_sizes_caps_expected_saving'))
     for m in (d.baseline, d.optimized):
         for sm in (m.sites if m else ()):
             if sm.note:
-                w(f"- {m.label} `{sm.site_id}`: {sm.note}")
+                w("- " + t.k("joined.about", who=f"{m.label} `{sm.site_id}`", what=t.loc(sm.note)))
     for n in d.notes:
-        w(f"- {n}")
+        w(f"- {t.loc(n)}")
     for n in (d.baseline.notes[:5] if d.baseline is not None else ()):
-        w(f"- baseline: {n}")
+        w("- " + t.k("joined.about", who="baseline", what=t.loc(n)))
     if d.optimized:
         for n in d.optimized.notes[:5]:
-            w(f"- optimized: {n}")
+            w("- " + t.k("joined.about", who="optimized", what=t.loc(n)))

@@ -3,7 +3,7 @@ bilingual names of checks, actions, signals, outcomes and banners, and the numbe
 
 from __future__ import annotations
 
-from ..i18n import pairs, t as text
+from ..i18n import localize, pairs, t as text
 from .values import Stat
 
 
@@ -20,6 +20,10 @@ class _T:
 
     def k(self, key: str, **params) -> str:
         return text(key, self.lang, **params)
+
+    def loc(self, said) -> str:
+        """A sentence the analysis stored in English (a reason, a note), in the report's language."""
+        return localize(said, self.lang)
 
 
 CHECK_NAMES = pairs("report.check")   # configs/messages.yaml

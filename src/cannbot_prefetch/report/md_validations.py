@@ -158,8 +158,8 @@ def _expected(d: ReportData, t, w) -> None:
         w("")
     w(t.k('report.md.public_measurements_for_comparison', p0=PUBLIC_SOURCE))
     w("")
-    for who, what, num in PUBLIC_MEASUREMENTS:
-        w(f"- {who} ({what}): {num}")
+    for who, key in PUBLIC_MEASUREMENTS:
+        w(f"- {who}{t.k('report.public.' + key)}")
     w("")
     if e.e2e_share:
         lo_pub, hi_pub = (x * 100 for x in PUBLIC_E2E_RANGE)
@@ -180,8 +180,8 @@ def _closing(d: ReportData, t, w, public: bool = True) -> None:
     if public:
         w(t.k('report.md.public_measurements_for_comparison', p0=PUBLIC_SOURCE))
         w("")
-        for who, what, num in PUBLIC_MEASUREMENTS:
-            w(f"- {who} ({what}): {num}")
+        for who, key in PUBLIC_MEASUREMENTS:
+            w(f"- {who}{t.k('report.public.' + key)}")
         w("")
     w(t.k('report.md.the_before_after_tables_and_the'))
     w("")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from ..i18n import said
 from ..plan import load_plan
 from ..settings import policy
 from .build import ReportData, build_report, parse_verify
@@ -79,8 +80,8 @@ def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
     peaks = {k.split(".", 1)[1]: float(v) for k, v in over.items() if k.startswith("peaks_tflops.")}
     hw = hw.with_overrides(hbm_bw_tbps=over.get("hbm_bw_tbps"), peaks=peaks or None,
                            cmo_bw_gbps=over.get("cmo_bw_gbps"))
-    return replace(hw, detected_from="the plan's hardware (created_from.hardware"
-                   + (", with its overrides" if over else "") + "); --hardware overrides it")
+    return replace(hw, detected_from=said("said.hw_from_plan",
+                                          over=said("part.with_overrides") if over else ""))
 
 
 def read_report(plan_path, baseline, *, optimized=None, verify_result=None, hardware=None,

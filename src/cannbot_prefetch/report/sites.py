@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import polars as pl
 
+from ..i18n import said
 from ..roofline.families import family_of
 from ..windows import call_sites
 from .values import SiteMeasure, Stat
@@ -65,17 +66,14 @@ def _pick(groups, ev: dict[str, Any], per, ops: Sequence[str]) -> tuple[list, st
     cs = ev.get("call_site") if isinstance(ev.get("call_site"), dict) else {}
     ci, n = cs.get("cluster"), cs.get("clusters")
     if isinstance(ci, int) and n == len(groups) and 0 <= ci < n:
-        return groups[ci][0], (f"call site {ci + 1} of {n} with the signature (the plan's, by "
-                               "order in the layer)")
+        return groups[ci][0], said("said.site_picked", i=ci + 1, n=n)
     if ops:   # a plan without its call site (older, or hand-written): the window ops decide
         wanted = {o.lower() for o in ops}
         sub = [(k, j) for k, j in every if j and ({per[k][j - 1].type.lower(),
                                                    per[k][j - 1].name.lower()} & wanted)]
         if 0 < len(sub) < len(every):
-            return sub, (f"{len(sub)} of {len(every)} kernels with the signature follow the window "
-                         f"ops (the plan names no call site; the profile has {len(groups)})")
-    return every, (f"the signature has {len(groups)} call sites here and the plan's could not be "
-                   "told apart: all are measured")
+            return sub, said("said.site_by_window_ops", k=len(sub), total=len(every), n=len(groups))
+    return every, said("said.site_all", n=len(groups))
 
 
 def _window(seq, j: int, wanted: list[str], reach: int) -> tuple[float, float, list[str]] | None:
@@ -102,9 +100,8 @@ def measure_site(site: "Site", per, signatures, df: pl.DataFrame, steps: list, l
     ids, how = matching_signatures(signatures, sig)
     groups = call_sites(per, ids) if ids else []
     if not groups:
-        return SiteMeasure(site.id, False, note="no kernel with the plan's signature "
-                           f"({sig.get('type', '?')} {sig.get('input_shapes', '?')} "
-                           f"{sig.get('dtypes', '')})")
+        return SiteMeasure(site.id, False, note=said("said.no_kernel", sig=(
+            f"{sig.get('type', '?')} {sig.get('input_shapes', '?')} {sig.get('dtypes', '')}")))
     win = ev.get("window") if isinstance(ev.get("window"), dict) else {}
     ops = [str(o) for o in (win.get("ops") or []) if o]
     members, picked = _pick(groups, ev, per, ops)
@@ -140,13 +137,12 @@ def measure_site(site: "Site", per, signatures, df: pl.DataFrame, steps: list, l
     stream = Counter(k[1] for k, _ in members).most_common(1)[0][0]
     notes = []
     if ops and not per_step_w:
-        notes.append(f"window ops {', '.join(ops)} not found before the target on its stream")
+        notes.append(said("said.window_ops_missing", ops=", ".join(ops)))
     if picked:
         notes.append(picked)
     kernel_type = per[members[0][0]][members[0][1]].type
     if how == "shapes":
-        notes.append(f"matched by shapes and dtypes: the kernel type is {kernel_type}, "
-                     f"the plan says {sig.get('type')}")
+        notes.append(said("said.matched_by_shapes", kernel=kernel_type, planned=sig.get("type")))
     n_steps = max(1, len(durs))
     return SiteMeasure(
         site.id, True, how, kernel_type, len(members), len(members) / n_steps, stream,

@@ -58,11 +58,11 @@ def step_times_from_trace(step_times: pl.DataFrame | None, steps: Sequence[int |
     parts = [c for c in ("computing", "communication_not_overlapped", "free") if c in cols]
     if "computing" in parts:
         expr = sum((num(c) for c in parts[1:]), num(parts[0]))
-        src = "step_trace_time.csv (" + " + ".join(
-            {"computing": "Computing", "communication_not_overlapped": "Communication(Not Overlapped)",
-             "free": "Free"}[c] for c in parts) + ")"
+        src = "step_trace_time.csv (" + " + ".join(   # column names, as code
+            {"computing": "`Computing`", "communication_not_overlapped": "`Communication(Not Overlapped)`",
+             "free": "`Free`"}[c] for c in parts) + ")"
     elif "stage" in cols:
-        expr, src = num("stage"), "step_trace_time.csv (Stage)"
+        expr, src = num("stage"), "step_trace_time.csv (`Stage`)"
     else:
         return [], ""
     df = df.with_columns(expr.alias("_t"))

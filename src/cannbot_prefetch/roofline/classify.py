@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from ..hardware import HardwareProfile
+from ..i18n import said
 from ..profiling.table import MAIN_MEMORY_READ_KB, KernelTable, end_ns
 from ..settings import policy as load_policy
 from .cost import OpCost, cost_or_reason
@@ -248,8 +249,7 @@ def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
                  .agg((end.max() - pl.col("start_ns").min()).alias("span")))
         total = float(spans["span"].sum()) / 1000.0
         steps = spans.height
-        return total, "steps", (f"share = signature time / sum of the {steps} step span(s) "
-                                f"({total:.6g} µs, first kernel start to last kernel end per step)")
+        return total, "steps", said("said.share_steps", steps=steps, total=total)
     total = float(timed.select(end.max() - pl.col("start_ns").min()).item()) / 1000.0
     return total, "timeline", (f"share = signature time / span of the whole timeline ({total:.6g} µs): "
                                "the profile has no Step Id")
@@ -313,8 +313,7 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] 
         notes.append("op types are missing (Level0 export?): MatMuls recognised by kernel name only")
     flagged = sum(1 for s in sigs if FLAG_INCONSISTENT in s.flags)
     if flagged:
-        notes.append(f"{flagged} signature(s) measured faster than their compute roof: shapes "
-                     "inconsistent (flagged, not dropped)")
+        notes.append(said("said.faster_than_roof", n=flagged))
     return Roofline(tuple(sigs), table_out, hw, step_us, basis, tuple(notes))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..i18n import said
+
 
 class Verdict:
     """Verdict values (plain strings in JSON)."""
@@ -83,12 +85,12 @@ def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
                                          f"measured HBM roof with a busier MTE2 outranks it ({nums})")
     near_cube = c >= lim_c - band
     if mte2_busy:
-        why = f"mte2 {m:.2f} >= {lim_m} and > mac {c:.2f}"
+        why = said("said.counters_memory", m=f"{m:.2f}", lim=lim_m, c=f"{c:.2f}")
         if near_cube:
             return Verdict.BORDERLINE, "margin", f"{why}, but mac is within {band} of {lim_c} ({nums})"
         if not has_ai or ai < ridge:
-            return Verdict.MEMORY, "counters", why + (
-                f"; AI {ai:.3g} < ridge {ridge:.3g}" if has_ai else "")
+            return Verdict.MEMORY, "counters", (
+                said("said.counters_ai", why=why, ai=f"{ai:.3g}", ridge=f"{ridge:.3g}") if has_ai else why)
         return Verdict.BORDERLINE, "margin", (f"{why}, but AI {ai:.3g} >= ridge {ridge:.3g} "
                                               f"(under {f:g}x)" + (f" and HBM runs at {share:.0%}"
                                               if share is not None else "")
@@ -123,7 +125,8 @@ def verdict_why(verdict: str, *, ai: float | None, ridge: float | None, roof_us:
                 pol: dict[str, Any], measured: bool) -> str:
     if measured:
         if verdict == Verdict.MEMORY:
-            return f"mte2 {mte2 or 0:.2f} >= {pol['measured_memory_mte2_ratio']} and > mac {mac or 0:.2f}"
+            return said("said.counters_memory", m=f"{mte2 or 0:.2f}", lim=pol["measured_memory_mte2_ratio"],
+                        c=f"{mac or 0:.2f}")
         if verdict == Verdict.COMPUTE:
             return f"mac {mac or 0:.2f} >= {pol['measured_compute_mac_ratio']} and >= mte2 {mte2 or 0:.2f}"
         return (f"neither mte2 {mte2 or 0:.2f} nor mac {mac or 0:.2f} reaches "
@@ -183,11 +186,12 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
         code = {Verdict.LATENCY: reasons.LATENCY_BOUND, Verdict.COMPUTE: reasons.COMPUTE_BOUND,
                 Verdict.BORDERLINE: reasons.BORDERLINE}.get(d.verdict, reasons.NOT_MEMORY_BOUND)
         measured = d.by != "roofline"
-        other = (f"; the roofline says {d.roofline} ({d.roofline_why}), but the measured verdict "
-                 "decides" if measured and d.roofline != d.verdict else "")
-        said = {"roofline": "the roofline says", "intensity": "the intensity says"}.get(
-            d.by, "counters say")
-        out.append((s, code, f"{said} {d.verdict} ({d.why}){other}: listed, not planned"))
+        who = said({"roofline": "part.by_roofline", "intensity": "part.by_intensity"}.get(
+            d.by, "part.by_counters"))
+        out.append((s, code, said("said.listed_measured_decides", who=who, verdict=d.verdict,
+                                  why=d.why, roof=d.roofline, roof_why=d.roofline_why)
+                    if measured and d.roofline != d.verdict else
+                    said("said.listed_not_planned", who=who, verdict=d.verdict, why=d.why)))
     return keep, out
 
 

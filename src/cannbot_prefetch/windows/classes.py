@@ -17,6 +17,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Iterable
 
 from ..errors import InputError
+from ..i18n import said
 from ..roofline.verdict import Verdict, pipe_verdict
 from ..settings import op_classes, policy
 from .types import COMM, HEAVY, LIGHT
@@ -58,9 +59,9 @@ class WindowRules:
         if pipes is not None and pol:
             v, why = pipe_verdict(pipes, pol, explain)
             if v == Verdict.MEMORY:
-                return HEAVY, f"memory-bound by its counters ({why})" if explain else ""
+                return HEAVY, said("part.heavy_by_counters", why=why) if explain else ""
             if v is not None:
-                return LIGHT, f"{v} by its counters ({why})" if explain else ""
+                return LIGHT, said("part.light_by_counters", verdict=v, why=why) if explain else ""
         matmul = is_matmul or (is_matmul is None and kind == "matmul")
         moved = f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
         if matmul and memory_bound is not None:

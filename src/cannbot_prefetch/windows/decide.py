@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from .. import reasons
 from ..errors import InputError
 from ..gc_pause import gc_paused
+from ..i18n import said
 from ..profiling.table import KernelTable
 from ..settings import policy
 from .classes import WindowRules, default_rules
@@ -68,9 +69,8 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
                 return d
             return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
                              overlap_us=d.overlap_us, words=lambda p=p, d=d: (
-                                 f"memory-heavy predecessor {p.type} ({p.why}) ends "
-                                 f"{d.raw_us:.1f} µs before the target: {d.usable:.1f} µs "
-                                 f"< min_window_us {min_us:g} (window rule 3c: too short)"))
+                                 said("said.heavy_too_short", op=p.type, why=p.why, raw=d.raw_us,
+                                      usable=d.usable, min_us=min_us)))
         pos = j - 1 - i
         producer = seq[pos - 1] if pos >= 1 else None
         if producer is not None and producer.cls == HEAVY:
@@ -83,18 +83,16 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
         if d.overlap_us > 0 and d.raw_us >= min_us and other.comm_overlap(d.start_ns, target.start):
             return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
                              overlap_us=d.overlap_us, words=lambda d=d: (
-                                 f"communication on another stream overlaps the window "
-                                 f"({d.overlap_us:.1f} of {d.raw_us:.1f} µs)"))
+                                 said("said.comm_in_window", overlap=d.overlap_us, raw=d.raw_us)))
         last = d
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      words=lambda last=last, n=len(preds): (
-                         f"the {n} light predecessor(s) leave {_fmt(last)} "
-                         f"< min_window_us {min_us:g} (window rule 3c: too short)"))
+                         said("said.light_too_short", n=n, left=_fmt(last), min_us=min_us)))
 
 
 def _fmt(d: "_Decision | None") -> str:
-    return f"{d.usable:.1f} µs" if d else "no time"
+    return said("part.us", us=d.usable) if d else said("part.no_time")
 
 
 def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, start: str,
@@ -150,24 +148,22 @@ def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookbac
         code = {"latency-bound": reasons.LATENCY_BOUND, "compute-bound": reasons.COMPUTE_BOUND,
                 "borderline": reasons.BORDERLINE}.get(site[0], reasons.NOT_MEMORY_BOUND)
         return Rejection(t.label, code,
-                         f"call site {ci + 1} of {n_clusters} (linears of one shape): its own "
-                         f"{len(members)} instance(s) say {site[0]} ({site[2]}), though the "
-                         f"signature's mean is {t.measured_verdict}: listed, not planned",
+                         said("said.site_verdict_differs", i=ci + 1, n=n_clusters, k=len(members),
+                              verdict=site[0], why=site[2], mean=t.measured_verdict),
                          t, ci, n_clusters, len(members), per_step, mean_us, preds, rep_stack,
                          site_rank=rank)
     if winner[0] == "x":
-        share = f" ({n_win} of {len(decisions)} instances)" if len(decisions) > 1 else ""
-        return Rejection(t.label, d1.code, d1.reason + share, t, ci, n_clusters, len(members),
+        why = (said("said.instances_share", reason=d1.reason, n=n_win, total=len(decisions))
+               if len(decisions) > 1 else d1.reason)
+        return Rejection(t.label, d1.code, why, t, ci, n_clusters, len(members),
                          per_step, mean_us, preds, rep_stack, site_rank=rank)
     usable = [d.usable for _, _, d in agree]
     start_op = seq[j1 - 1 - d1.start_i]
     ops = preds[:d1.start_i + 1] if d1.branch == "3b" else preds[:d1.start_i]
     if d1.branch == "3b":
-        why = (f"light predecessor(s) {', '.join(o.type for o in reversed(ops))}: the prefetch "
-               f"starts at {start_op.type}'s input (window rule 3b)")
+        why = said("said.window_3b", ops=", ".join(o.type for o in reversed(ops)), op=start_op.type)
     else:
-        why = (f"{start_op.type} is memory-heavy ({start_op.why}) but its output frees the "
-               f"bandwidth: the prefetch starts there (window rule 3a)")
+        why = said("said.window_3a", op=start_op.type, why=start_op.why)
     if n_win < len(decisions):
         why += f"; {n_win} of {len(decisions)} instances agree"
     win = Window(d1.branch, d1.start, start_op.pred(), ops, round(statistics.median(usable), 3),
@@ -324,9 +320,8 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
     cands: list[Candidate] = []
     rejs: list[Rejection] = []
     grouped = "launch_op" in df.columns and df["launch_op"].null_count() < df.height
-    notes: list[str] = [f"windows: {lookback} predecessor(s) examined, counted in "
-                        f"{'framework ops (kernels grouped by launching op)' if grouped else 'kernels'}"
-                        f"; min_window_us {min_us:g}"]
+    notes: list[str] = [said("said.windows_note", n=lookback, min_us=min_us,
+                             unit=said("said.unit_grouped" if grouped else "said.unit_kernels"))]
     by_sig: dict[int, list[tuple[tuple, int]]] = defaultdict(list)
     for key, seq in per.items():
         if key[1] is not None:

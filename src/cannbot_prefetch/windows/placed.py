@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from .. import reasons
 from .types import COMM, HEAVY, Candidate, Window
+from ..i18n import said
 
 
 def measured_first(cand: Candidate) -> int:
@@ -30,19 +31,16 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
     or (reason code, reason)."""
     if k is None:
         return (reasons.NO_SAFE_WINDOW,
-                f"the prefetch issued {where} runs more than {len(cand.lead)} ops before the "
-                f"target: its window cannot be shown free of memory-bound ops")
+                said("said.too_far", where=where, n=len(cand.lead)))
     if k == measured_first(cand):
         return cand.window
     lead = cand.lead
     ops = tuple(lo.op for lo in lead[:k + 1])
     busy = [o for o in ops if o.cls in (HEAVY, COMM)]
     if busy:
-        names = ", ".join(f"{o.type} ({o.why})" for o in reversed(busy))
+        names = ", ".join(said("part.op_why", op=o.type, why=o.why) for o in reversed(busy))
         return (reasons.NO_SAFE_WINDOW,
-                f"the prefetch issued {where} also overlaps {names}: a memory-bound or "
-                f"communication op is never free window time, and an earlier insertion only adds "
-                f"ops (the workflow's rule, docs/workflow.md: no safe window)")
+                said("said.overlaps_busy", where=where, names=names))
     before = lead[k + 1] if k + 1 < len(lead) else None
     if before is not None:
         raw, overlap, low = before.end_us, before.overlap_us, before.min_free_us
@@ -52,26 +50,23 @@ def placed_window(cand: Candidate, k: int | None, min_us: float, where: str,
         raw, overlap, low = 0.0, 0.0, 0.0
     usable = raw - overlap
     if usable < min_us:
-        what = (f" (window: {', '.join(o.type for o in reversed(ops))})" if ops
-                else ", with no op between the call and the target")
         return (reasons.WINDOW_TOO_SHORT,
-                f"the prefetch issued {where} leaves {usable:.1f} µs before the target{what} "
-                f"< min_window_us {min_us:g}")
+                said("said.too_short_ops", where=where, usable=usable, min_us=min_us,
+                     ops=", ".join(o.type for o in reversed(ops))) if ops else
+                said("said.too_short_none", where=where, usable=usable, min_us=min_us))
     if before is not None and before.op.cls == HEAVY:
         branch, start, start_op = "3a", "output", before.op
-        why = (f"placed after {start_op.type} ({start_op.why}): its output starts the prefetch; "
-               f"the window covers {', '.join(o.type for o in reversed(ops)) or 'no op'} "
-               "(window rule 3a)")
+        why = said("said.placed_3a", op=start_op.type, why=start_op.why,
+                   ops=", ".join(o.type for o in reversed(ops)) or said("part.no_op"))
     elif ops:
         branch, start, start_op = "3b", "input", ops[-1]
-        why = (f"placed before {start_op.type}: light op(s) "
-               f"{', '.join(o.type for o in reversed(ops))} (window rule 3b)")
+        why = said("said.placed_3b", op=start_op.type, ops=", ".join(o.type for o in reversed(ops)))
     else:             # idle time right before the target (a host-bound timeline)
         start_op = before.op if before is not None else cand.window.start_op
         branch, start = "3b", "output"
-        why = f"placed after {start_op.type}: no op runs before the target, only idle time"
+        why = said("said.placed_idle", op=start_op.type)
     w = cand.window
     return replace(w, branch=branch, start=start, start_op=start_op, ops=ops,
                    time_us=round(usable, 3), min_us=round(min(usable, low), 3),
                    raw_us=round(raw, 3), overlap_us=round(overlap, 3),
-                   reason=why + f" (the measured window was {w.branch}, {w.time_us:.1f} µs)")
+                   reason=said("said.placed_was", why=why, branch=w.branch, us=w.time_us))

@@ -36,8 +36,8 @@ def test_tiny_gain_is_not_worth_enabling(make_report):
     assert d.overall == "not_worth_enabling"
     en, zh = render(d, "en", {}), render(d, "zh", {})
     assert "Not worth enabling" in en and "不建议开启" in zh
-    assert "预期端到端收益(step 的 0.10%)低于 0.5%" in zh
-    for who, _, _ in PUBLIC_MEASUREMENTS:   # the public numbers are cited next to ours
+    assert "预期端到端收益（step 的 0.10%）低于 0.5%" in zh
+    for who, _ in PUBLIC_MEASUREMENTS:   # the public numbers are cited next to ours
         assert who in en and who in zh
     assert "docs/sources.md" in en
     assert "below the smallest public end-to-end gain (0.35%)" in en

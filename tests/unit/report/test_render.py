@@ -46,8 +46,8 @@ def test_chinese_report_uses_the_seed_terms(make_report):
     for term in SEED_TERMS_ZH:
         assert term in text, term
     assert "减小 max_size" in text and "未达成功标准" in text
-    assert "目标算子没快,前序窗口反而变慢" in text     # the seed's failure signal, verbatim
-    assert "依赖窗口明显退化:max_size 过大,争抢带宽" in text   # the reason, translated
+    assert "目标算子没快，前序窗口反而变慢" in text     # the seed's failure signal in its words (full-width marks)
+    assert "依赖窗口明显退化：max_size 过大，争抢带宽" in text   # the reason, translated
     assert "the window ops slowed down" not in text
 
 
