@@ -284,17 +284,21 @@ def test_source_lines_found_by_text_search(tmp_path: Path) -> None:
 
 
 def test_pinned_lines_match_installed_transformers() -> None:
+    """The generated examples' call stacks point at lines of transformers' modeling files: the
+    pinned table must hold in the INSTALLED files, whatever their version (issue 34: this used to
+    skip on any other version; now a version whose lines moved fails here: re-run
+    examples/synth/pin_lines.py and regenerate the examples). The files' sha256 is compared only
+    for the version the table was pinned with (5.24.0's lines hold unchanged in 5.25.0)."""
     import hashlib
 
     from synth import pin_lines
     data = json.loads(W.PINNED_LINES.read_text())
-    if pin_lines.transformers_version() != data["transformers_version"]:
-        pytest.skip(f"installed transformers {pin_lines.transformers_version()} is not the pinned "
-                    f"{data['transformers_version']}")
+    same_version = pin_lines.transformers_version() == data["transformers_version"]
     for rel, table in data["files"].items():
         path = pin_lines.site_packages_file(rel)
         assert path is not None
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == data["sha256"][rel]
+        if same_version:
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == data["sha256"][rel]
         text = path.read_text(encoding="utf-8").splitlines()
         for key, line in table.items():
             if "|" in key:
