@@ -12,9 +12,10 @@ import contextlib
 import os
 from typing import Callable
 
+from ..errors import InputError
 from ..plan import Plan
 from ..plan.schema import ENV_SWITCH
-from .checks import Check, call_with, expected_weights
+from .checks import Check, call_with, expected_weights, failed_run
 
 
 @contextlib.contextmanager
@@ -36,12 +37,20 @@ def route_check(route: str, build: Callable[[], tuple], plan: Plan, rec) -> Chec
     fires on every module that holds its weight."""
     import torch
 
-    model, inputs = build()
-    if hasattr(model, "eval"):
-        model.eval()
     rec.calls.clear()
-    with torch.no_grad():
-        call_with(model, inputs)
+    try:    # the factory may run the model while it builds it (a prefill for the cache)
+        model, inputs = build()
+        if hasattr(model, "eval"):
+            model.eval()
+        rec.calls.clear()
+        with torch.no_grad():
+            call_with(model, inputs)
+    except InputError:
+        raise                     # the factory or the plan is unusable: exit 2, not a finding
+    except Exception as exc:  # noqa: BLE001 - a site that fails at run time is the finding
+        rec.calls.clear()
+        run = failed_run(exc, plan)
+        return Check(f"switch by {route}", False, run.detail, run.site)
     exp = expected_weights(model, plan)
     seen: dict[str, int] = {}
     for c in rec.calls:

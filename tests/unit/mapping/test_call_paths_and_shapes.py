@@ -38,9 +38,11 @@ def test_a_view_merging_batch_and_sequence_is_not_guarded_on_dim_1(modeling, tmp
     src = modeling("zaya")
     cfg = transformers.ZayaConfig()
     res = api.analyze(None, model_src=str(src), model_config=_config(tmp_path, cfg),
-                      targets=("ZayaExperts.gate_up_proj",), out=str(tmp_path / "out"))
+                      targets=("ZayaExperts.gate_up_proj",), window="hidden_states_flat",
+                      out=str(tmp_path / "out"))
     res.save()
     site = load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
+    # named: manual mode's default window now starts at the router's output (issue 32)
     assert site.dependency == "hidden_states_flat"        # built by .view(b * s, emb_dim)
     assert site.guard is None or site.guard.expr != "hidden_states_flat", site.guard
 
