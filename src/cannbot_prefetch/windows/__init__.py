@@ -12,7 +12,7 @@ Walk, nearest predecessor first (the seed's window-selection flow):
                     to the target's start reaches `min_window_us` is kept, and the walk goes on;
   memory-heavy   -> its *output* starts the window (3a: the op is done, bandwidth is free); the
                     walk stops there (going further back would overlap it). Past the nearest
-                    light start only a MatMul's output is taken, when longer (seed 003: o_proj's
+                    light start only a MatMul's output is taken, when longer (row 3a: o_proj's
                     output for the MLP), the nearest start riding along as `Candidate.nearer`;
   communication  -> stop: the nearest light start, else "no safe window" (3c);
   nothing usable -> 3c with the reason.
