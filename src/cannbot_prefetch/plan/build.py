@@ -80,16 +80,12 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         min_us = float(opts.min_window_us if opts.min_window_us is not None
                        else pol["windows"]["min_window_us"])
         for cand in res.candidates:
-            got = mapper.map(cand)
+            got, mapped = _best_placed(cand, mapper, min_us, hw, opts, cfg)
+            mapped_any = mapped_any or mapped
             if isinstance(got, Rejection):
                 rejections.append(got)
                 continue
-            mapped_any = True
-            cand = _placed(cand, got, min_us)     # the costed window is the placed one
-            if isinstance(cand, Rejection):
-                rejections.append(cand)
-                continue
-            views.append((cand, got, size_mapped(got, cand, hw, opts, 1, cfg)))
+            views.append(got)
         if res.candidates and not mapped_any:
             _no_match(ms, res.candidates)
         notes += attribution.check(views, cfg)
@@ -188,6 +184,32 @@ def _config(config, model_src) -> tuple[dict[str, Any], str]:
                              "--model-config", path=str(cand))
         config = cand
     return load_config(config)
+
+
+def _best_placed(cand: Candidate, mapper: Mapper, min_us: float, hw, opts: PlanOptions,
+                 cfg: dict[str, Any]) -> tuple[tuple | Rejection, bool]:
+    """The site's view (candidate, mapped, sized) from the window decide chose or, when it
+    chose a finished MatMul's output over the nearest light start (`cand.nearer`), from
+    whichever of the two mapping places legally with the larger expected saving (gain.py, mid
+    rate: hidden bytes, not raw length); the first one's rejection when neither places.
+    Second: whether mapping found the target at all."""
+    first: Rejection | None = None
+    best: tuple | None = None
+    mapped = False
+    for c in (cand, cand.nearer) if cand.nearer is not None else (cand,):
+        got = mapper.map(c)
+        if isinstance(got, Rejection):
+            first = first or got
+            continue
+        mapped = True
+        placed = _placed(c, got, min_us)     # the costed window is the placed one
+        if isinstance(placed, Rejection):
+            first = first or placed
+            continue
+        view = (placed, got, size_mapped(got, placed, hw, opts, 1, cfg))
+        if best is None or view[2].mid > best[2].mid:
+            best = view
+    return (best if best is not None else first), mapped
 
 
 def _placed(cand: Candidate, m: Mapped, min_us: float) -> Candidate | Rejection:

@@ -8,11 +8,13 @@ from bytes moved and duration (policy `windows.large_op_bytes` / `large_op_us`),
 alone.
 
 Walk, nearest predecessor first (the seed's window-selection flow):
-  light          -> the window may start at its input (3b); taken once the span from that input
-                    to the target's start reaches `min_window_us`, else keep walking back;
+  light          -> the window may start at its input (3b); the nearest such start whose span
+                    to the target's start reaches `min_window_us` is kept, and the walk goes on;
   memory-heavy   -> its *output* starts the window (3a: the op is done, bandwidth is free); the
-                    walk stops there (going further back would overlap it);
-  communication  -> stop: "no safe window" (3c) unless a light window was already long enough;
+                    walk stops there (going further back would overlap it). Past the nearest
+                    light start only a MatMul's output is taken, when longer (row 3a: o_proj's
+                    output for the MLP), the nearest start riding along as `Candidate.nearer`;
+  communication  -> stop: the nearest light start, else "no safe window" (3c);
   nothing usable -> 3c with the reason.
 The usable time is the span from the start point to the target's start, minus communication or
 memory-heavy work on other streams (HCCL rows have no stream) that overlaps it.

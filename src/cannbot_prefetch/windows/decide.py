@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import repeat
 from operator import sub, truediv
@@ -35,6 +35,7 @@ class _Decision:
     code: str = ""
     words: Any = ""        # the reason, or a function giving it (worded when it is shown)
     start_ns: int = 0
+    nearer: "_Decision | None" = None   # the nearest light start, when a 3a start beat it
 
     @property
     def usable(self) -> float:
@@ -58,13 +59,18 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
         return _Decision(False, code=reasons.NO_SAFE_WINDOW,
                          words="nothing runs before the target in this step")
     last: _Decision | None = None
+    nearest: _Decision | None = None     # the nearest light start long enough (3b)
     for i, p in enumerate(preds):
         if p.cls == COMM:
+            if nearest is not None:
+                return nearest
             return _Decision(False, code=reasons.NO_SAFE_WINDOW, words=lambda p=p, last=last: (
                 f"predecessor {p.type} is communication ({p.why}) and what follows it leaves "
                 f"{_fmt(last)} (window rule 3c: no safe window)"))
         if p.cls == HEAVY:
             d = _measure(other, target, p.end, "3a", "output", i)
+            if nearest is not None:
+                return _longer(d, nearest, p)
             if d.usable >= min_us:
                 return d
             return _Decision(False, code=reasons.MEMORY_HEAVY_PREDECESSOR, raw_us=d.raw_us,
@@ -78,17 +84,37 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
         else:
             d = _measure(other, target, producer.end if producer is not None else p.start,
                          "3b", "input", i)
+        if nearest is not None:
+            if d.branch == "3a":
+                return _longer(d, nearest, producer)
+            continue
         if d.usable >= min_us:
-            return d
+            if d.branch == "3a":
+                return d
+            nearest = d
+            continue
         if d.overlap_us > 0 and d.raw_us >= min_us and other.comm_overlap(d.start_ns, target.start):
             return _Decision(False, code=reasons.COMM_IN_WINDOW, raw_us=d.raw_us,
                              overlap_us=d.overlap_us, words=lambda d=d: (
                                  said("said.comm_in_window", overlap=d.overlap_us, raw=d.raw_us)))
         last = d
+    if nearest is not None:
+        return nearest
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      words=lambda last=last, n=len(preds): (
                          said("said.light_too_short", n=n, left=_fmt(last), min_us=min_us)))
+
+
+def _longer(at_output: _Decision, nearest: _Decision, heavy: _Op) -> _Decision:
+    """Rule 3a over the nearest light start: a finished memory-bound MatMul's output (its
+    bandwidth frees when it ends) starts a window that holds the nearest one and the light ops
+    between, so it hides at least as many bytes; any other heavy op (attention over a long KV
+    cache) ends the walk at the nearest start."""
+    if heavy.sig is None or at_output.usable <= nearest.usable:
+        return nearest
+    at_output.nearer = nearest
+    return at_output
 
 
 def _fmt(d: "_Decision | None") -> str:
@@ -127,7 +153,23 @@ def _site_verdict(t: TargetSig, members, per, mean_us: float, hbm_bps: float | N
 def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
             n_steps, rank: int, spans: "_Spans", hbm_bps: float | None = None,
             ) -> Candidate | Rejection:
+    """The site's candidate from its instances' decisions; where a finished MatMul's output
+    (3a) beat the nearest light start, the nearest one rides along as `nearer` (mapping may
+    find no legal place at the MatMul's output: plan/build.py keeps the better placed one)."""
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
+    got = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
+                   hbm_bps, decisions)
+    if isinstance(got, Candidate) and any(d.nearer is not None for _, _, d in decisions):
+        alt = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
+                       hbm_bps, [(k, j, d.nearer or d) for k, j, d in decisions])
+        if isinstance(alt, Candidate) and alt.window != got.window:
+            got = replace(got, nearer=alt)
+    return got
+
+
+def _decided(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, n_steps,
+             rank: int, spans: "_Spans", hbm_bps: float | None, decisions,
+             ) -> Candidate | Rejection:
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
     per_step = len(members) / n_steps
     key0, j0 = members[0]

@@ -150,6 +150,9 @@ class Candidate:
     site_rank: int = 0     # order within the layer among this signature's calls at one frame
     lead: tuple[LeadOp, ...] = ()       # ops before the target, nearest first (placed windows)
     lead_stack: str = ""                # the target's stack at the instance `lead` was read at
+    # the nearest light start's candidate, when a finished MatMul's output (3a) gave a longer
+    # window: mapping may have no legal place at that output (windows/decide.py `_longer`)
+    nearer: "Candidate | None" = None
 
     @property
     def key(self) -> str:

@@ -39,10 +39,12 @@ def _map_all(roof, ms, table=None):
 
 EXPECTED = {
     # target: (insert class, anchor, position, dependency, weight_expr)
-    "LlamaMLP.gate_proj": ("LlamaDecoderLayer", "self.post_attention_layernorm", "before",
+    # rule 3a (seed 003): o_proj's output for the MLP, the previous layer's down_proj output
+    # (its `self.mlp` call) for the next layer's attention
+    "LlamaMLP.gate_proj": ("LlamaDecoderLayer", "self.self_attn", "after",
                            "hidden_states", "self.mlp.gate_proj.weight"),
-    "LlamaAttention.q_proj": ("LlamaDecoderLayer", "self.input_layernorm", "before",
-                              "hidden_states", "self.self_attn.q_proj.weight"),
+    "LlamaAttention.q_proj": ("LlamaDecoderLayer", "self.mlp", "after",
+                              "hidden_states", "self.next_layer.self_attn.q_proj.weight"),
     "LlamaAttention.o_proj": ("LlamaAttention", "attention_interface", "before",
                               "query_states", "self.o_proj.weight"),
     "LlamaMLP.down_proj": ("LlamaMLP", "self.down_proj", "before", "x", "self.down_proj.weight"),
@@ -59,12 +61,13 @@ def test_stack_mapping_on_the_llama_example(llama):
     assert set(got) == set(EXPECTED)
     for q, (c, m) in got.items():
         i, pl_ = m.placement.insert, m.placement
-        assert (i.cls, i.anchor_call, i.position, pl_.dependency, pl_.weight_expr) == EXPECTED[q], q
+        assert (i.cls, i.anchor_call, i.position, pl_.dependency, pl_.weight_expr) == EXPECTED[q], (
+            q, (i.cls, i.anchor_call, i.position, pl_.dependency, pl_.weight_expr))
         assert m.method == "stack"
         # the rewriter agrees the dependency is legal there
         code = open(pl_.file).read()
         assert dependency_problem(code, pl_, m.target) is None, q
-    # the lowest common caller: post_attention_layernorm (decoder layer) vs gate_proj (MLP)
+    # the lowest common caller: self_attn, holding o_proj (decoder layer) vs gate_proj (MLP)
     assert got["LlamaMLP.gate_proj"][1].placement.shift == "exact"
     assert got["LlamaForCausalLM.lm_head"][1].placement.shift == "later"
 
@@ -89,8 +92,7 @@ def test_forward_line_stacks_python_function_style(tmp_path, llama, examples_dir
     prof = load_profile(out)
     roof = classify(prof.table, hardware.load("910B3"))
     got = _map_all(roof, ms)
-    assert got["LlamaMLP.gate_proj"][1].placement.insert.anchor_call == \
-        "self.post_attention_layernorm"
+    assert got["LlamaMLP.gate_proj"][1].placement.insert.anchor_call == "self.self_attn"
     assert got["LlamaMLP.down_proj"][1].target.attr == "down_proj"
     assert {"LlamaAttention.q_proj", "LlamaAttention.o_proj"} <= set(got)
 

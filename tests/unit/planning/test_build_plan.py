@@ -77,7 +77,7 @@ def test_more_sites_share_l2_and_rank_by_saving(llama_roof, llama_src):
     plan, _, _ = build_plan(roof, info, hw, src, cfg, PlanOptions(max_sites=6))
     gate = next(s for s in plan.sites if s.id == "llamamlp-gate_proj")
     assert (gate.insert.cls, gate.insert.anchor_call, gate.dependency, gate.target.weight_expr) \
-        == ("LlamaDecoderLayer", "self.post_attention_layernorm", "hidden_states",
+        == ("LlamaDecoderLayer", "self.self_attn", "hidden_states",     # o_proj's output (3a)
             "self.mlp.gate_proj.weight")
     # CMO cap by hand: 285 GB/s x the window's usable time
     w = gate.evidence["window"]["time_us"]

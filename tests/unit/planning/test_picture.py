@@ -101,8 +101,12 @@ def test_targets_and_arrows_match_the_plan(planned):
         tgt = [g for g in ops if g.get("data-target-of") == site.id]
         assert len(tgt) == 1 and tgt[0].get("data-type") == site.evidence["signature"]["type"]
     order = {g.get("data-target-of"): int(g.get("data-index")) for g in ops if g.get("data-target-of")}
-    # execution order within a Llama layer: q_proj, o_proj, then the MLP's gate_proj
-    assert order["llamaattention-q_proj"] < order["llamaattention-o_proj"] < order["llamamlp-gate_proj"]
+    # q_proj's prefetch starts at the previous layer's down_proj output (rule 3a, cross-layer),
+    # so the q_proj drawn is the next layer's: execution order o_proj, the MLP's gate_proj, then
+    # the next layer's q_proj
+    q = next(s for s in plan.sites if s.id == "llamaattention-q_proj")
+    assert q.target.weight_expr.startswith("self.next_layer.")
+    assert order["llamaattention-o_proj"] < order["llamamlp-gate_proj"] < order["llamaattention-q_proj"]
     # each arrow starts before its target and ends at it
     for site in plan.sites:
         d = arrows[site.id].find(f"{SVG}path").get("d")

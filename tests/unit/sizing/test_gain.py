@@ -39,22 +39,24 @@ def llama_run(tmp_path_factory):
 #   idle   = window - window bytes / HBM;  hidden = min(max_size, idle x rate)
 #   e      = op bytes / op time / HBM (below 1: the op's own rate)
 #   per op = hidden / (e x HBM) x (1 - e / ratio), rounded to 0.001 µs, x 16 per step
-# q_proj:  8396800 B in 10.526 µs, e = 0.498575; window 5.543 µs moving 12292 B: idle 5.535318;
-#          max_size 4194304; hidden 1577565 / 4194304 / 4194304 B
-#          -> 1.977593 x 0.853360 = 1.688; 5.257865 x 0.881292 = 4.634; 5.257865 x 0.900285 = 4.734
-#          -> 27.008 / 74.144 / 75.744 µs per step
+# q_proj:  8396800 B in 10.526 µs, e = 0.498575; window 9.901 µs (the previous layer's down_proj
+#          output, rule 3a: Add + RmsNorm) moving 12288 + 12292 = 24580 B: idle 9.885637;
+#          max_size 4194304; hidden 2817406 / 4194304 / 4194304 B
+#          -> 3.531823 x 0.853360 = 3.014; 5.257865 x 0.881292 = 4.634; 5.257865 x 0.900285 = 4.734
+#          -> 48.224 / 74.144 / 75.744 µs per step
 # o_proj:  8396800 B in 10.513 µs, e = 0.499191; window 7.369 µs moving 2105352 B: idle 6.053155;
 #          max_size 4194304; hidden 1725149 / 4194304 / 4194304
 #          -> 2.159929 x 0.853179 = 1.843; 5.251372 x 0.881145 = 4.627; x 0.900162 = 4.727
 #          -> 29.488 / 74.032 / 75.632
-# gate_proj: 33574912 B in 32.977 µs, e = 0.636332; window 5.564 µs moving 12292 B: idle 5.556318;
-#          max_size 8890108; hidden 1583550 / 5236829 / 8890108
-#          -> 1.555350 x 0.812844 = 1.264; 5.143570 x 0.848492 = 4.364; 8.731790 x 0.872734 = 7.621
-#          -> 20.224 / 69.824 / 121.936
+# gate_proj: 33574912 B in 32.977 µs, e = 0.636332; window 9.741 µs (o_proj's output, rule 3a:
+#          Add + RmsNorm) moving 24580 B: idle 9.725637; max_size 15561020 (the HBM headroom,
+#          idle x 1.6e12); hidden 2771806 / 9166413 / 15561020
+#          -> 2.722445 x 0.812844 = 2.213; 9.003175 x 0.848492 = 7.639; 15.283905 x 0.872734 = 13.339
+#          -> 35.408 / 122.224 / 213.424
 HAND = {
-    "llamaattention-q_proj": ((10.526, 8396800, 5.543, 12292, 4194304), (27.008, 74.144, 75.744)),
+    "llamaattention-q_proj": ((10.526, 8396800, 9.901, 24580, 4194304), (48.224, 74.144, 75.744)),
     "llamaattention-o_proj": ((10.513, 8396800, 7.369, 2105352, 4194304), (29.488, 74.032, 75.632)),
-    "llamamlp-gate_proj": ((32.977, 33574912, 5.564, 12292, 8890108), (20.224, 69.824, 121.936)),
+    "llamamlp-gate_proj": ((32.977, 33574912, 9.741, 24580, 15561020), (35.408, 122.224, 213.424)),
 }
 
 
@@ -93,8 +95,8 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
         assert by_report[site.id] == want and by_ab[site.id] == want       # report, both modes
         line = re.search(rf"- {re.escape(site.id)}: ([\d.]+) / ([\d.]+) / ([\d.]+) µs per step", design)
         assert tuple(float(x) for x in line.groups()) == tuple(round(x, 1) for x in want)
-    # 27.008 + 29.488 + 20.224, 74.144 + 74.032 + 69.824, 75.744 + 75.632 + 121.936
-    assert rep.expectation.step_saving_us == pytest.approx((76.72, 218.0, 273.312), abs=1e-9)
+    # 48.224 + 29.488 + 35.408, 74.144 + 74.032 + 122.224, 75.744 + 75.632 + 213.424
+    assert rep.expectation.step_saving_us == pytest.approx((113.12, 270.4, 364.8), abs=1e-9)
 
 
 def test_report_recomputes_for_another_part_and_says_so(llama_run):

@@ -52,22 +52,24 @@ def test_a_later_insertion_shrinks_the_window(table):
     assert code == reasons.WINDOW_TOO_SHORT and "1.0 µs" in why
 
 
-def test_an_earlier_insertion_over_light_ops_is_recosted(table):
-    """Moving a 3b window one light op back lengthens it by that op and its gap; a heavy op
-    before the span makes it 3a (its output starts the prefetch)."""
+def test_a_later_insertion_over_fewer_light_ops_is_recosted(table):
+    """The measured window starts at gate_proj's output (3a over Cast and RmsNorm); an insertion
+    that precedes only RmsNorm starts at its input, when Cast ends (3b), and loses Cast and a
+    gap."""
     layer = [dict(type="MatMulV2", dur=33.0, sig=1), dict(type="Cast", dur=4.0),
              dict(type="RmsNorm", dur=3.0), dict(type="MatMulV2", dur=33.0, sig=0)]
     res = find_windows(table(layer * 3, gap_us=1.0), [DOWN], all_signatures=[GATE], lookback=3,
                        min_window_us=2.0)
     (c,) = res.candidates
-    assert (c.window.branch, [o.type for o in c.window.ops]) == ("3b", ["RmsNorm"])
-    assert c.window.time_us == pytest.approx(5.0, abs=0.01)       # RmsNorm + 2 gaps
-    w = placed_window(c, 1, 2.0, "before `self.cast`")
-    assert [o.type for o in w.ops] == ["RmsNorm", "Cast"]         # nearest first
-    assert w.to_dict()["ops"] == ["Cast", "RmsNorm"]              # execution order in the plan
-    assert (w.branch, w.start, w.start_op.type, w.start_op.cls) == ("3a", "output", "MatMulV2",
-                                                                   HEAVY)
-    assert w.time_us == pytest.approx(10.0, abs=0.01)             # Cast + RmsNorm + 3 gaps
+    assert (c.window.branch, c.window.start_op.type, c.window.start_op.cls) == (
+        "3a", "MatMulV2", HEAVY)
+    assert c.window.to_dict()["ops"] == ["Cast", "RmsNorm"]       # execution order in the plan
+    assert c.window.time_us == pytest.approx(10.0, abs=0.01)      # Cast + RmsNorm + 3 gaps
+    assert placed_window(c, 1, 2.0, "after `self.gate`") is c.window
+    w = placed_window(c, 0, 2.0, "before `self.norm`")
+    assert [o.type for o in w.ops] == ["RmsNorm"]
+    assert (w.branch, w.start, w.start_op.type) == ("3b", "input", "RmsNorm")
+    assert w.time_us == pytest.approx(5.0, abs=0.01)              # RmsNorm + 2 gaps
 
 
 def test_further_back_than_recorded_is_no_safe_window(table):

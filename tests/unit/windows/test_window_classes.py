@@ -108,7 +108,18 @@ def test_generated_decode_attention_by_context(tmp_path, context, memory_bound):
         assert "memory-bound by its counters" in o[0].reason
     else:
         assert isinstance(o[0], Candidate)
-        assert [(p.type, p.cls) for p in o[0].window.ops] == [("FusedInferAttentionScore", LIGHT)]
+        # the generator's own op order: what runs between the MatMul before o_proj and o_proj
+        # is the window (rule 3a: that MatMul's output starts it), every op of it light
+        i = next(k for k, op in enumerate(g.ops) if op.role.endswith("o_proj"))
+        m = max(k for k in range(i) if g.ops[k].role.endswith("_proj"))
+        # (the two KV-cache ScatterUpdate kernels share one launching op, aclnnScatterUpdate,
+        # and count as one framework op)
+        between = [t for k, t in enumerate(op.type for op in g.ops[m + 1:i])
+                   if k == 0 or g.ops[m + k].type != t]
+        w = o[0].window
+        assert (w.branch, w.start_op.type) == ("3a", g.ops[m].type)
+        assert [(p.type.removeprefix("aclnn"), p.cls) for p in reversed(w.ops)] == [
+            (t, LIGHT) for t in between]
 
 
 def test_kind_of_answers_belong_to_their_rules_object():

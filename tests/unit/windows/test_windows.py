@@ -23,14 +23,33 @@ def _one(res):
 
 
 def test_3b_light_predecessor_starts_window_at_its_input(table):
+    kt = table([dict(type="Cast", dur=1.0), ADD, NORM,
+                dict(type="MatMulV2", dur=15.0, sig=0, shapes="1,2048;8192,2048")])
+    c = _one(find_windows(kt, [GATE], all_signatures=[O_SIG], lookback=3, min_window_us=2.0))
+    assert isinstance(c, Candidate)
+    w = c.window
+    # no MatMul within the lookback: the nearest light start long enough stands
+    assert (w.branch, w.start, w.start_op.type) == ("3b", "input", "RmsNorm")
+    assert w.time_us == pytest.approx(3.0)      # RmsNorm's input is ready when Add ends
+    assert [o.type for o in w.ops] == ["RmsNorm"]
+
+
+def test_3a_finished_matmul_output_beats_the_nearest_light_start(table):
+    """Seed 003: o_proj's output is the MLP's window even though [RmsNorm] alone is long
+    enough: the window from o_proj's end holds Add and RmsNorm (1.5 + 3.0 µs, no gaps)."""
     kt = table([dict(type="MatMulV2", dur=8.0, sig=1, shapes="1,2048;2048,2048"), ADD, NORM,
                 dict(type="MatMulV2", dur=15.0, sig=0, shapes="1,2048;8192,2048")])
     c = _one(find_windows(kt, [GATE], all_signatures=[O_SIG], lookback=3, min_window_us=2.0))
     assert isinstance(c, Candidate)
     w = c.window
-    assert (w.branch, w.start, w.start_op.type) == ("3b", "input", "RmsNorm")
-    assert w.time_us == pytest.approx(3.0)      # RmsNorm's input is ready when Add ends
-    assert [o.type for o in w.ops] == ["RmsNorm"]
+    assert (w.branch, w.start, w.start_op.type, w.start_op.cls) == ("3a", "output", "MatMulV2",
+                                                                   HEAVY)
+    assert w.time_us == pytest.approx(1.5 + 3.0)
+    assert w.to_dict()["ops"] == ["Add", "RmsNorm"]             # execution order
+    # with a lookback of 1 the walk never reaches o_proj: the nearest start
+    n = _one(find_windows(kt, [GATE], all_signatures=[O_SIG], lookback=1, min_window_us=2.0))
+    assert (n.window.branch, n.window.start_op.type, n.window.time_us) == ("3b", "RmsNorm",
+                                                                          pytest.approx(3.0))
 
 
 def test_3b_walks_back_until_the_window_is_long_enough(table):
@@ -104,7 +123,11 @@ def test_same_signature_two_call_sites_become_two_clusters(table):
     got = sorted((x.cluster, x.instances) for x in (*res.candidates, *res.rejections))
     assert got == [(0, 4), (1, 4)]
     q = next(x for x in (*res.candidates, *res.rejections) if x.cluster == 0)
-    assert isinstance(q, Candidate) and q.window.start_op.type == "RmsNorm"
+    # layers 2-4: the previous layer's o_proj output (3a, over Add and RmsNorm); layer 1 has
+    # nothing before its Add: 3 of 4 instances agree
+    assert isinstance(q, Candidate) and (q.window.branch, q.window.start_op.type) == ("3a",
+                                                                                    "MatMulV2")
+    assert q.window.instances == 3 and "3 of 4 instances agree" in q.window.reason
 
 
 def test_median_and_min_over_instances(table):

@@ -35,13 +35,16 @@ def llama_example():
     return _windows(EXAMPLES / "llama3.2-1b-en" / "profile")
 
 
-def test_3b_rmsnorm_before_gate_proj(llama_example):
+def test_3a_o_proj_output_before_gate_proj(llama_example):
     _, res = llama_example
     gate = _by_shape(res, "1,2048;8192,2048", cluster=0)
     assert isinstance(gate, Candidate)
-    assert (gate.window.branch, gate.window.start_op.type) == ("3b", "RmsNorm")
-    # formula: RmsNorm ~3.0 us + launch gaps of 1.0-1.5 us on each side
-    assert 4.0 < gate.window.time_us < 7.0
+    # seed 003: o_proj's output is the MLP's window (rule 3a), over the residual Add and RmsNorm
+    assert (gate.window.branch, gate.window.start_op.type) == ("3a", "MatMulV3")
+    assert gate.window.to_dict()["ops"] == ["Add", "RmsNorm"]       # execution order
+    # formula (README): each light op ~3.0 us (the 3 us launch floor), 3 launch gaps of
+    # 1.0-1.5 us
+    assert 9.0 <= gate.window.time_us <= 10.5
     assert gate.instances == 32 and gate.per_step == 16
 
 
