@@ -222,14 +222,20 @@ def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
 
 
 def _import_with_shim(path: Path) -> str:
-    """'' when the rewritten file imports under the shim, else the first error line."""
-    code = ("import importlib.util, sys\n"
+    """'' when the rewritten file imports under the shim, else the first error line. It is
+    imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
+    models package), so its relative imports (`from .utils import ...`, a sibling family) resolve
+    as in the wheel, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
             "with vllm_shim():\n"
-            f"    spec = importlib.util.spec_from_file_location('m', {str(path)!r})\n"
-            "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            "    import vllm.model_executor.models as pkg\n"
+            f"    pkg.__path__.append({str(path.parent)!r})\n"
+            f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
+    env = {**os.environ, "CANNBOT_PREFETCH": "1"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
     return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1][:160]
 
 
