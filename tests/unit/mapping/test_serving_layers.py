@@ -115,3 +115,15 @@ def test_if_else_branch_the_config_takes(kind, kv):
     assert d["OptMLP.gate_up_proj"] == (1024, 256)
     assert d["OptMLP.down_proj"] == (256, 512)
     assert d["OptAttention.qkv_proj"] == ((8 + 2 * kv) * 32, 256)
+
+
+def test_blocks_built_in_helper_methods():
+    """`self._init_attn_block()` / `self._init_ffn_block()` called from `__init__`: the
+    submodules they build get the arguments passed there (vLLM's minicpm style). TP 2: o_proj
+    row-split 256 in / 2; the MLP handed intermediate 512 // 2 = 256: gate_up 2 x 256 / 2 out,
+    down 256 / 2 in."""
+    ms = load_model_source(OPTIONAL, {**CFG, "attention_kind": "gqa"}, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["HelperAttention.o_proj"] == (256, 128)
+    assert ms.children[("HelperDecoderLayer", "mlp")] == "OptMLP"
+    assert ms.ctor_sites[("HelperDecoderLayer", "mlp", "OptMLP")][1] == "HelperDecoderLayer"

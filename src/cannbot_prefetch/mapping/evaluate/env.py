@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ...pysource import Stmt, code_of, dotted
+from ..init_body import init_statements
 from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -271,7 +272,7 @@ def init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> Env | 
     site = ms.ctor_sites.get((site_key[0], site_key[1], cls)) if site_key else None
     env = Env(ms, cls, depth, site)
     init = ms.method(cls, "__init__")
-    for s in init.stmts if init is not None else []:
+    for s in init_statements(ms, cls) if init is not None else []:
         exec_assign(env, s)
     cache[key] = env
     return env
