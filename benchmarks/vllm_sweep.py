@@ -126,7 +126,14 @@ def targets(src: Path, follow: bool = True) -> dict[str, str]:
                     and t.value.id == "self"):
                 continue
             layer = _callee(node.value)
-            if layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
+            heads = node.value.args[2] if len(node.value.args) > 2 else next(
+                (k.value for k in node.value.keywords if k.arg == "total_num_heads"), None)
+            if layer == "QKVParallelLinear" and heads is not None and \
+                    "gate" in ast.unparse(heads):
+                # qwen3_next: total_num_heads * (1 + attn_output_gate), the query doubled for
+                # its output gate (`getattr(config, "attn_output_gate", True)`: TINY leaves it on)
+                out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/gated")
+            elif layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
                     k.arg == "total_num_kv_heads" for k in node.value.keywords):
                 out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/no-kv")  # kv = heads
             elif layer in LINEAR_LAYERS:
@@ -174,7 +181,8 @@ def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
     name = attr.split(".")[-1]
     if name == "qkv_proj" and layer.startswith("QKVParallelLinear"):
         kv = heads if layer.endswith("no-kv") else kv
-        return ((heads // TP + 2 * max(kv // TP, 1)) * hd, h)
+        q = 2 * heads if layer.endswith("gated") else heads
+        return ((q // TP + 2 * max(kv // TP, 1)) * hd, h)
     if name == "o_proj" and layer == "RowParallelLinear":
         return (h, heads * hd // TP)
     im = {"moe": im, "dense": i}.get(layer)
@@ -227,7 +235,8 @@ def _import_with_shim(path: Path, models: Path) -> str:
     """'' when the rewritten file imports under the shim, else the first error line. It is
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
-    (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
+    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
