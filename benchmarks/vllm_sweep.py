@@ -8,10 +8,12 @@ every `vllm/model_executor/models/*.py` that defines a `*ForCausalLM` class:
    MLP/MoE linear its classes build: `self.X = <vLLM layer>(...)` for the layer classes below,
    `self.X = FusedMoE...(...)` as `X.w13_weight` / `X.w2_weight`, each as `Class.attr`;
 2. `cannbot prefetch analyze --model-src <tmp copy> --model-config <tiny config> --tp 2
-   --moe-tp 2 --target ...` (manual mode) as a user would run it, then `apply --write --yes`;
+   --moe-tp 2 --target ...` (manual mode) as a user would run it (a target the tool refuses with
+   exit 2, named in its message, is dropped and analyze run again without it, the refusal
+   listed), then `apply --write --yes`;
 3. compile the rewritten file (parse), then import it with cannbot-prefetch's vLLM shim
-   (`verify/shims`; real model files also import vLLM's compilation, distributed and model
-   utilities, which the shim does not provide: the import step says which module is missing);
+   (`verify/shims`) as `vllm.model_executor.models.<stem>` in a fresh process with
+   `CANNBOT_PREFETCH=1` (a module or name the shim does not provide: the import step says which);
 4. check TP-2 shard sizes of the canonical linears against vLLM's split rules, worked out here
    from the tiny config (qkv_proj: (heads/2 + 2*max(kv/2, 1)) * head_dim x hidden; o_proj:
    hidden x heads*head_dim/2; gate_up_proj: 2*I/2 x hidden; down_proj: hidden x I/2; experts
@@ -124,7 +126,14 @@ def targets(src: Path, follow: bool = True) -> dict[str, str]:
                     and t.value.id == "self"):
                 continue
             layer = _callee(node.value)
-            if layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
+            heads = node.value.args[2] if len(node.value.args) > 2 else next(
+                (k.value for k in node.value.keywords if k.arg == "total_num_heads"), None)
+            if layer == "QKVParallelLinear" and heads is not None and \
+                    "gate" in ast.unparse(heads):
+                # qwen3_next: total_num_heads * (1 + attn_output_gate), the query doubled for
+                # its output gate (`getattr(config, "attn_output_gate", True)`: TINY leaves it on)
+                out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/gated")
+            elif layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
                     k.arg == "total_num_kv_heads" for k in node.value.keywords):
                 out.setdefault(f"{cls.name}.{t.attr}", "QKVParallelLinear/no-kv")  # kv = heads
             elif layer in LINEAR_LAYERS:
@@ -172,7 +181,8 @@ def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
     name = attr.split(".")[-1]
     if name == "qkv_proj" and layer.startswith("QKVParallelLinear"):
         kv = heads if layer.endswith("no-kv") else kv
-        return ((heads // TP + 2 * max(kv // TP, 1)) * hd, h)
+        q = 2 * heads if layer.endswith("gated") else heads
+        return ((q // TP + 2 * max(kv // TP, 1)) * hd, h)
     if name == "o_proj" and layer == "RowParallelLinear":
         return (h, heads * hd // TP)
     im = {"moe": im, "dense": i}.get(layer)
@@ -221,15 +231,22 @@ def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
                            "prefetch", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def _import_with_shim(path: Path) -> str:
-    """'' when the rewritten file imports under the shim, else the first error line."""
-    code = ("import importlib.util, sys\n"
+def _import_with_shim(path: Path, models: Path) -> str:
+    """'' when the rewritten file imports under the shim, else the first error line. It is
+    imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
+    models package, then the wheel's folder for siblings the copy lacks), so its relative imports
+    (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
+    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
             "with vllm_shim():\n"
-            f"    spec = importlib.util.spec_from_file_location('m', {str(path)!r})\n"
-            "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+            "    import vllm.model_executor.models as pkg\n"
+            f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
+    env = {**os.environ, "CANNBOT_PREFETCH": "1"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=env)
     return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1][:160]
 
 
@@ -252,22 +269,35 @@ def run_family(src: Path, timeout: int) -> dict:
                     (src.parent / f"{n.module}.py").is_file():
                 shutil.copy(src.parent / f"{n.module}.py", copy.parent)
         (d / "config.json").write_text(json.dumps(family_config(src), default=str))
-        args = ["analyze", "--model-src", str(copy), "--model-config", str(d / "config.json"),
-                "--tp", str(TP), "--moe-tp", str(TP), "--max-sites", str(len(tg)),
-                "--out", str(d / "plan"), "--json"]
-        for t in tg:
-            args += ["--target", t]
-        r = _cli(args, timeout)
-        try:
-            doc = json.loads(r.stdout)
-        except json.JSONDecodeError:
-            res["why"] = f"analyze gave no JSON (exit {r.returncode}): {r.stderr.strip()[-200:]}"
-            return res
+        asked = list(tg)
+        dropped: dict[str, str] = {}
+        while True:
+            args = ["analyze", "--model-src", str(copy), "--model-config",
+                    str(d / "config.json"), "--tp", str(TP), "--moe-tp", str(TP),
+                    "--max-sites", str(len(asked)), "--out", str(d / "plan"), "--json"]
+            for t in asked:
+                args += ["--target", t]
+            r = _cli(args, timeout)
+            try:
+                doc = json.loads(r.stdout)
+            except json.JSONDecodeError:
+                res["why"] = (f"analyze gave no JSON (exit {r.returncode}): "
+                              f"{r.stderr.strip()[-200:]}")
+                return res
+            # a named target the tool refuses (exit 2, the target in the message): dropped and
+            # analyze run again without it, as a user would; the refusal is listed
+            bad = next((t for t in asked if "error" in doc
+                        and f"--target {t}:" in doc["error"]["message"]), None)
+            if bad is None or len(asked) == 1:
+                break
+            dropped[bad] = doc["error"]["message"].split(f"--target {bad}:", 1)[1].strip()[:200]
+            asked.remove(bad)
+        res["rejected"] = dict(dropped)
         if "error" in doc:
             res["why"] = "analyze: " + doc["error"]["message"][:200]
             return res
-        res["rejected"] = {x["site"]: x["reason"][:200] for x in doc.get("rejections", [])
-                           if x.get("site")}
+        res["rejected"].update({x["site"]: x["reason"][:200] for x in doc.get("rejections", [])
+                                if x.get("site")})
         plan_path = d / "plan" / "prefetch_plan.yaml"
         if not plan_path.is_file():
             res["why"] = "no plan written"
@@ -291,7 +321,7 @@ def run_family(src: Path, timeout: int) -> dict:
             res["parses"] = True
         except SyntaxError as exc:
             res["why"] = f"rewritten file does not parse: {exc}"
-        res["import_shim"] = _import_with_shim(copy) or "ok"
+        res["import_shim"] = _import_with_shim(copy, src.parent) or "ok"
     attn = [k for k in res["planned"] if any(w in k.lower() for w in ATTN_WORDS)]
     mlp = [k for k in res["planned"] if k not in attn]
     res["passed"] = bool(attn and mlp and res["applied"] and res["parses"]

@@ -11,6 +11,7 @@ import libcst as cst
 
 from ..pysource import dotted
 from .evaluate.syntax import assign_value, callee_name
+from .init_body import init_statements
 
 if TYPE_CHECKING:  # pragma: no cover
     from .source import ModelSource
@@ -37,9 +38,10 @@ def scan_structure(ms: ModelSource) -> None:
         init = info.methods.get("__init__")
         if init is None:
             continue
-        local_lists = _local_appends(init.stmts)
+        body = init_statements(ms, cname)
+        local_lists = _local_appends(body)
         class_params = _class_defaults(init)
-        for s in init.stmts:
+        for s in body:
             appended = _list_append(s)
             av = assign_value(s) or appended
             if av is None:

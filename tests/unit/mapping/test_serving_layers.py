@@ -99,3 +99,31 @@ def test_a_zero_size_is_not_a_shape():
     # intermediate 0 (a config that turns the MLP off): never planned as [0, ...]
     d = _dims(1, intermediate_size=0)
     assert d["KwMLP.gate_up_proj"] is None and d["KwMLP.down_proj"] is None
+
+
+OPTIONAL = FIX.parent / "optional_size_vllm.py"
+
+
+@pytest.mark.parametrize(("kind", "kv"), [("mqa", 1), ("gqa", 2), ("mha", 8)])
+def test_if_else_branch_the_config_takes(kind, kv):
+    """`if intermediate_size is None: self.I = config.intermediate_size else: self.I =
+    intermediate_size` with the argument not passed sizes by the config key (running both
+    branches left the argument's None); an `if/elif/else` on a config key picks one head count.
+    TP 1: gate_up 2 x 512 by 256, down 256 by 512; qkv (8 + 2 kv) heads of 256 // 8 = 32."""
+    ms = load_model_source(OPTIONAL, {**CFG, "attention_kind": kind}, "config.json", tp=1)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["OptMLP.gate_up_proj"] == (1024, 256)
+    assert d["OptMLP.down_proj"] == (256, 512)
+    assert d["OptAttention.qkv_proj"] == ((8 + 2 * kv) * 32, 256)
+
+
+def test_blocks_built_in_helper_methods():
+    """`self._init_attn_block()` / `self._init_ffn_block()` called from `__init__`: the
+    submodules they build get the arguments passed there (vLLM's minicpm style). TP 2: o_proj
+    row-split 256 in / 2; the MLP handed intermediate 512 // 2 = 256: gate_up 2 x 256 / 2 out,
+    down 256 / 2 in."""
+    ms = load_model_source(OPTIONAL, {**CFG, "attention_kind": "gqa"}, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["HelperAttention.o_proj"] == (256, 128)
+    assert ms.children[("HelperDecoderLayer", "mlp")] == "OptMLP"
+    assert ms.ctor_sites[("HelperDecoderLayer", "mlp", "OptMLP")][1] == "HelperDecoderLayer"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from ...pysource import Stmt, code_of, dotted
+from ..init_body import init_statements
 from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,12 +58,14 @@ class Env:
         self.local: dict[str, Any] = {}
         self.missing: dict[str, str] = {}
         self.config_names = {"config"}
+        self.dead: set[int] = set()      # statements of branches the config does not take
         init = ms.method(cls, "__init__")
         if init is None:
             return
         params = [p for p in init.params if p != "self"]
         # defaults
         fn = init.node
+        from_default: set[str] = set()
         for p in (*fn.params.params, *fn.params.kwonly_params):
             name = p.name.value
             ann = code_of(p.annotation.annotation) if p.annotation else ""
@@ -72,12 +75,14 @@ class Env:
                                               and code_of(p.default) == "None"):
                 try:     # (`config: LlamaConfig | None = None` is still the model's config)
                     self.local[name] = self.eval(p.default)
+                    from_default.add(name)
                 except Exception:
                     pass
         if ms.layer_index is not None:       # scan_linears' per-layer pass
             for p in params:
                 if LAYER_INDEX.fullmatch(p):
                     self.local[p] = ms.layer_index
+                    from_default.discard(p)
         bound = site or ms.ctor_args.get(cls)
         if bound:
             args, parent = bound
@@ -88,7 +93,7 @@ class Env:
                 parent_env = Env.__new__(Env)
                 parent_env.__dict__.update(ms=ms, cls=parent, config=ms.config, self_vals={},
                                            local={}, missing={}, config_names={"config"},
-                                           nulls=[])
+                                           nulls=[], dead=set())
             for name, a in bind_args(args, params):
                 if code_of(a.value) in ("config", "self.config"):
                     # the parent's config may itself be a sub-config it was handed
@@ -103,7 +108,10 @@ class Env:
                 try:
                     self.local[name] = parent_env.eval(a.value)
                 except Exception:
-                    pass
+                    # passed but not evaluable: the default is not its value
+                    # (`if x is None:` must not pick the default's branch)
+                    if name in from_default:
+                        del self.local[name]
 
     def name(self, n: str) -> Any:
         if n in self.local:
@@ -264,7 +272,7 @@ def init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> Env | 
     site = ms.ctor_sites.get((site_key[0], site_key[1], cls)) if site_key else None
     env = Env(ms, cls, depth, site)
     init = ms.method(cls, "__init__")
-    for s in init.stmts if init is not None else []:
+    for s in init_statements(ms, cls) if init is not None else []:
         exec_assign(env, s)
     cache[key] = env
     return env
@@ -272,6 +280,12 @@ def init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> Env | 
 
 def exec_assign(env: Env, s: Stmt) -> None:
     node = s.node
+    dead = env.__dict__.setdefault("dead", set())
+    if id(node) in dead:
+        return
+    if isinstance(node, cst.If):
+        dead.update(id(n) for n in _untaken(env, node))
+        return
     if not isinstance(node, cst.SimpleStatementLine):
         return
     for small in node.body:
@@ -302,3 +316,48 @@ def exec_assign(env: Env, s: Stmt) -> None:
             d = dotted(target)
             if d and d.startswith("self.") and d.count(".") == 1:
                 env.self_vals[d[5:]] = v
+
+
+# what an `if` test may evaluate to for the branch to be decided (not a config object)
+_DECIDABLE = (bool, int, float, str, type(None), list, tuple, dict)
+
+
+def _untaken(env: Env, node: cst.If) -> list[cst.CSTNode]:
+    """The statements of the branches of an `if`/`elif`/`else` chain the evaluated tests rule
+    out (`if intermediate_size is None: ... else: self.X = intermediate_size` with the
+    argument not passed runs only the first: the last assignment of both is not the value).
+    A test it cannot evaluate keeps that branch and every later one."""
+    ruled_out: list[cst.CSTNode] = []
+    cur: cst.If | cst.Else | None = node
+    while isinstance(cur, cst.If):
+        try:
+            test = env.eval(cur.test)
+        except Exception:
+            break
+        if not isinstance(test, _DECIDABLE):
+            break
+        if test:
+            if cur.orelse is not None:
+                ruled_out.append(cur.orelse)
+            break
+        ruled_out.append(cur.body)
+        cur = cur.orelse
+    out: list[cst.CSTNode] = []
+    for branch in ruled_out:
+        _Statements(out).visit_all(branch)
+    return out
+
+
+class _Statements(cst.CSTVisitor):
+    """Every statement node under a branch (nested blocks included)."""
+
+    def __init__(self, out: list):
+        self.out = out
+
+    def visit_all(self, node: cst.CSTNode) -> None:
+        node.visit(self)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self.out.append(node)
+        return True

@@ -15,6 +15,7 @@ from ...pysource import code_of, dotted
 from ...roofline.shapes import dtype_bytes
 from ..roles import shard_experts, shard_linear
 from .bounds import EVAL_ERRORS, MissingKey
+from ..init_body import init_statements
 from .env import LAYER_INDEX, Env, exec_assign
 from . import serving
 from .registered import registered_weights
@@ -130,7 +131,7 @@ def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:
 def _scan_once(ms: ModelSource, cls: str, file: str, init, site=None) -> dict:
     out: dict = {}
     env = Env(ms, cls, site=site)
-    for s in init.stmts:
+    for s in init_statements(ms, cls):
         av = assign_value(s)
         if av is not None:
             attr, value = av

@@ -22,3 +22,17 @@ class VllmConfig:
     model_config: ModelConfig = field(default_factory=ModelConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     quant_config: Any = None
+
+
+@dataclass
+class ParallelConfig:
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+
+
+_CURRENT = VllmConfig()
+
+
+def get_current_vllm_config() -> VllmConfig:
+    return _CURRENT

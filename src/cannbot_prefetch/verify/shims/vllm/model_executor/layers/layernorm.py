@@ -17,3 +17,19 @@ class RMSNorm(nn.Module):
             return self._norm(x)
         x = x + residual
         return self._norm(x), x
+
+
+class GemmaRMSNorm(RMSNorm):
+    """Gemma's norm scales by (1 + weight); the weight starts at zero."""
+
+    def __init__(self, hidden_size, eps=1e-6, **_):
+        super().__init__(hidden_size, eps)
+        nn.init.zeros_(self.weight)
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1 + self.weight)
+
+
+class LayerNorm(nn.LayerNorm):
+    def __init__(self, hidden_size, eps=1e-5, **_):
+        super().__init__(hidden_size, eps=eps)

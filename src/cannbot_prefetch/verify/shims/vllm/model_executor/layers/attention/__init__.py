@@ -17,3 +17,6 @@ class Attention(nn.Module):
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
                                                                scale=self.scale)
         return out.transpose(0, 1).reshape(t, self.h * self.d)
+
+
+EncoderOnlyAttention = Attention

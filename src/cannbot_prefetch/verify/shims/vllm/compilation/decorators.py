@@ -1,0 +1,8 @@
+"""vLLM's torch.compile decorator as the identity: `@support_torch_compile` or
+`@support_torch_compile(dynamic_arg_dims=...)` returns the class unchanged (eager at TP 1)."""
+
+
+def support_torch_compile(cls=None, **_):
+    if cls is None:
+        return lambda c: c
+    return cls

@@ -1,0 +1,45 @@
+"""Tensor parallelism of one rank."""
+
+
+def get_tensor_model_parallel_world_size() -> int:
+    return 1
+
+
+def get_tensor_model_parallel_rank() -> int:
+    return 0
+
+
+def tensor_model_parallel_all_reduce(x):
+    return x
+
+
+def tensor_model_parallel_all_gather(x, dim=-1):
+    return x
+
+
+class _Group:
+    """One rank of a group of one (pipeline, tensor, expert parallel at size 1)."""
+    world_size = 1
+    rank_in_group = 0
+    is_first_rank = True
+    is_last_rank = True
+
+
+def get_pp_group() -> _Group:
+    return _Group()
+
+
+def get_tp_group() -> _Group:
+    return _Group()
+
+
+def get_ep_group() -> _Group:
+    return _Group()
+
+
+def get_dp_group() -> _Group:
+    return _Group()
+
+
+def split_tensor_along_last_dim(x, num_partitions, contiguous_split_chunks=False):
+    return x.chunk(num_partitions, dim=-1)

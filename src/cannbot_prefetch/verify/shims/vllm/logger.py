@@ -1,0 +1,6 @@
+"""vLLM's logger factory: the standard library's."""
+import logging
+
+
+def init_logger(name: str) -> logging.Logger:
+    return logging.getLogger(name)

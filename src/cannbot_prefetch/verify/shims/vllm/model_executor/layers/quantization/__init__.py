@@ -1,0 +1,5 @@
+"""No quantization at TP 1: the config type only, for annotations."""
+
+
+class QuantizationConfig:
+    pass

@@ -1,0 +1,2 @@
+"""See the package: the config type only."""
+from . import QuantizationConfig  # noqa: F401

@@ -1,0 +1,1 @@
+"""vLLM's model helpers a model file imports relatively (`from .utils import ...`)."""

@@ -1,0 +1,1 @@
+"""vLLM's small utilities a model file imports (math, torch, sync guard)."""
