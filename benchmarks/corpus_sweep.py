@@ -112,8 +112,8 @@ def _shrink(cfg, widths: bool = True) -> None:
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
-        elif k == "vocab_size" or (re.search(r"vocab$", k) and v > SMALL["vocab_size"]):
-            new = SMALL["vocab_size"]         # blt's encoder_hash_byte_group_vocab too
+        elif k == "vocab_size" or (re.search(r"vocab(_size)?$", k) and v > SMALL["vocab_size"]):
+            new = SMALL["vocab_size"]   # blt's encoder_hash_byte_group_vocab, unpadded_vocab_size
         elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
             base = new_hidden or 64
             new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
@@ -151,14 +151,56 @@ def _shrink(cfg, widths: bool = True) -> None:
         cfg._attn_implementation = "eager"
 
 
-def tiny_config(cls, widths: bool = True):
+# widths the uniform scaling divides (every per-head size - head_dim, d_head, d_state - is kept)
+HEADS = re.compile(r"(heads|n_head)$")
+WIDTHS = re.compile(r"(hidden_size|hidden_dim|d_model|embed_dim|n_embd|n_embed|d_inner"
+                    r"|intermediate_size|ffn_dim|ffn_hidden_size|d_ff|ffn_size)$")
+MODES = ("small", "scaled", "kept")
+
+
+def _int_items(cfg):
+    for k in sorted(set(cfg.to_dict()) | set(getattr(cfg, "attribute_map", {}) or {})):
+        with contextlib.suppress(Exception):
+            v = getattr(cfg, k, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                yield k, v
+
+
+def _scale_factor(parts: list) -> int:
+    """The largest power of two (at most 64) dividing every head count and model width of
+    every part, so that hidden = heads x head_dim, a Mamba mixer's heads x d_head = expand x
+    hidden and a tower's `text_hidden_size` = the text model's width all still hold after
+    dividing."""
+    f = 64
+    for part in parts:
+        for k, v in _int_items(part):
+            if HEADS.search(k) or (WIDTHS.search(k) and not re.search(r"intermediate|ffn|d_ff", k)):
+                while f > 1 and v % f:
+                    f //= 2
+    return f
+
+
+def _scale(cfg, f: int) -> None:
+    for k, v in list(_int_items(cfg)):
+        if HEADS.search(k) or WIDTHS.search(k):
+            _set(cfg, k, max(1, v // f))
+
+
+def tiny_config(cls, mode: str = "small"):
+    """The family's default config made small. "small": 4 heads of the family's head_dim;
+    "scaled" (families whose other sizes must stay in step with the width: Mamba heads,
+    sliding-window heads, towers' `text_hidden_size`): every head count and width of the config
+    and its sub-configs divided by one power of two; "kept": the family's widths."""
     cfg_cls = getattr(cls, "config_class", None)
     if cfg_cls is None:
         raise RuntimeError(f"{cls.__name__} has no config_class")
     cfg = cfg_cls()
-    _shrink(cfg, widths)
-    for part in _sub_configs(cfg):   # text, vision, audio parts...: small too, none skipped
-        _shrink(part, widths)
+    parts = [cfg] + _sub_configs(cfg)   # text, vision, audio parts...: small too, none skipped
+    f = _scale_factor(parts) if mode == "scaled" else 1
+    for part in parts:
+        _shrink(part, widths=mode == "small")
+        if f > 1:
+            _scale(part, f)
     return cfg
 
 
@@ -329,9 +371,9 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         def run(m):
             return m(input_ids=ids, use_cache=False)
 
-        for widths in (True, False):       # the second try keeps the family's widths
+        for mode in MODES:                 # the last try keeps the family's widths
             try:
-                cfg = tiny_config(cls, widths)
+                cfg = tiny_config(cls, mode)
                 torch.manual_seed(0)
                 base = cls(cfg).eval()
                 vocab = getattr(cfg, "vocab_size", None) or \
@@ -341,7 +383,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     ref = _logits(run(base))
                 break
             except Exception:
-                if not widths:
+                if mode == MODES[-1]:
                     raise
         targets = layer_targets(base, module_name, run)
     except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault
