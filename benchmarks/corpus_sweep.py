@@ -6,7 +6,7 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
 1. build a tiny random model from the family's own config class (defaults, made small);
 2. list, from the *built* model (not from the tool), every linear of the decoder layers that a
    forward pass runs (nn.Linear / Conv1D modules seen by forward hooks, fused 3-D expert
-   Parameters, 2-D router Parameters), each as `OwnerClass.attr`;
+   Parameters and 2-D router Parameters of modules that ran), each as `OwnerClass.attr`;
 3. `analyze --model-src <tmp copy> --model-config <its config.json> --target ...` (manual mode)
    with all of them, then `apply --write --yes` on the tmp copy;
 4. load the rewritten file under the package's own module name, load the reference weights and
@@ -242,9 +242,8 @@ def layer_targets(model, module_name: str, run) -> list[str]:
         linear_types = (nn.Linear, Conv1D)
     except ImportError:
         pass
-    for m in model.modules():
-        if isinstance(m, linear_types):
-            hooks.append(m.register_forward_hook(lambda mod, i, o: ran.add(id(mod))))
+    for m in model.modules():       # every module: a 3-D Parameter counts only where it ran
+        hooks.append(m.register_forward_hook(lambda mod, i, o: ran.add(id(mod))))
     try:
         with torch.no_grad():
             run(model)
@@ -263,7 +262,9 @@ def layer_targets(model, module_name: str, run) -> list[str]:
                 continue       # a linear held in a list: not a CLASS.ATTR target
             out[f"{type(parent).__name__}.{attr}"] = None
         elif not isinstance(m, (linear_types, nn.Embedding, nn.LayerNorm)) and \
-                type(m).__module__ == module_name:
+                type(m).__module__ == module_name and (id(m) in ran or id(parent) in ran):
+            # (its own forward or its parent's ran: experts' tensors read by the MoE block;
+            # not phi4_multimodal's audio convolution, which a text-only forward never runs)
             for pname, p in m.named_parameters(recurse=False):
                 if p.dim() == 3 or (p.dim() == 2 and re.search(r"router|gate", type(m).__name__, re.I)):
                     out[f"{type(m).__name__}.{pname}"] = None

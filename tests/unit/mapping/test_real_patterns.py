@@ -189,6 +189,25 @@ def test_a_module_chosen_by_a_conditional_expression_guards_the_path(modeling, t
                                    ' is not None: _cbp.npu_prefetch(')
 
 
+def test_a_tower_built_by_a_factory_is_sized_from_its_sub_config(modeling, tmp_path):
+    """phi4_multimodal: `self.encoder = Phi4MultimodalAudioModel._from_config(config.audio_config)`
+    hands the audio tower `audio_config`; `ext_pw_out_channel` lives only there (was: refused,
+    "config key 'ext_pw_out_channel' is missing", true of the top level only). b1 is
+    (1, ext_pw_out_channel, 1): 40 x 4 bytes in fp32, all of it within the default cap."""
+    src = modeling("phi4_multimodal")
+    cfg = dict(SMALL, model_type="phi4_multimodal",
+               audio_config={"hidden_size": 48, "ext_pw_out_channel": 40, "num_blocks": 2,
+                             "num_attention_heads": 4, "intermediate_size": 96,
+                             "model_type": "phi4_multimodal_audio"})
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    res = api.analyze(None, model_src=str(src), model_config=str(tmp_path / "config.json"),
+                      targets=("Phi4MultimodalAudioGluPointWiseConv.b1",), dtype="fp32",
+                      out=str(tmp_path / "out"))
+    doc = res.to_json()
+    assert doc["rejections"] == []
+    assert [c["max_size"] for c in doc["candidates"]] == [40 * 4]
+
+
 def test_flatten_follows_module_list_indexing(tmp_path):
     src = tmp_path / "m.py"
     src.write_text(
