@@ -98,6 +98,13 @@ def _shrink(cfg, widths: bool = True) -> None:
         return None
 
     heads, hidden, kv = get("num_attention_heads"), get("hidden_size"), get("num_key_value_heads")
+    if "head_dim" in d and d["head_dim"] is None and heads and hidden:
+        # a default the modeling file reads as a number (ministral's getattr(config,
+        # "head_dim", ...) finds None; nemotron reads config.head_dim): the derived value
+        _set(cfg, "head_dim", hidden // heads)
+    if "num_key_value_heads" in d and d["num_key_value_heads"] is None and heads:
+        _set(cfg, "num_key_value_heads", heads)   # None: multi-head (transformers' documented meaning)
+        kv = heads
     hd = get("head_dim") or (hidden // heads if hidden and heads else None)
     new_heads = 4 if heads else None
     new_hidden = min(4 * hd, 1024) if hd else (64 if hidden else None)
@@ -108,7 +115,7 @@ def _shrink(cfg, widths: bool = True) -> None:
         if v is None:
             continue
         new = None
-        if not widths and not re.search(r"layers|experts|vocab|top_?k|group|max_position", k):
+        if not widths and not re.search(r"layers|blocks|experts|vocab|top_?k|group|max_position", k):
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
@@ -124,7 +131,8 @@ def _shrink(cfg, widths: bool = True) -> None:
             new = min(v, 2)
         elif k in ("n_group", "topk_group", "num_expert_group"):
             new = 1
-        elif re.fullmatch(r"(num_hidden_layers|n_layer|num_layers|(de|en)coder_layers|n_layers)", k):
+        elif re.fullmatch(r"(num_hidden_layers|n_layer|num_layers|(de|en)coder_layers|n_layers"
+                          r"|num_blocks)", k):     # xlstm's and the conformer's layer count
             new = LAYERS
         elif re.fullmatch(r"((\w+_)?attention_heads|n_heads?|num_heads|(\w+_)?attn_heads)", k) \
                 and new_heads:
@@ -153,7 +161,7 @@ def _shrink(cfg, widths: bool = True) -> None:
 
 # widths the uniform scaling divides (every per-head size - head_dim, d_head, d_state - is kept)
 HEADS = re.compile(r"(heads|n_head)$")
-WIDTHS = re.compile(r"(hidden_size|hidden_dim|d_model|embed_dim|n_embd|n_embed|d_inner"
+WIDTHS = re.compile(r"(hidden_size|hidden_dim|d_model|embed_dim|embedding_dim|n_embd|n_embed|d_inner"
                     r"|intermediate_size|ffn_dim|ffn_hidden_size|d_ff|ffn_size)$")
 MODES = ("small", "scaled", "kept")
 

@@ -172,14 +172,12 @@ def _self_attr_targets(s: Stmt) -> set[str]:
 
 
 def _assigns_none(s: Stmt) -> set[str]:
-    """Attributes set to None, or to one of two values (`A(...) if dynamic else B(...)`, which
-    is conditional like an if/else: a path through it may exist in one branch only)."""
     node = s.node
     out = set()
     if isinstance(node, cst.SimpleStatementLine):
         for small in node.body:
-            if isinstance(small, cst.Assign) and (isinstance(small.value, cst.IfExp) or (
-                    isinstance(small.value, cst.Name) and small.value.value == "None")):
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) \
+                    and small.value.value == "None":
                 for t in small.targets:
                     d = dotted(t.target)
                     if d and d.startswith("self.") and d.count(".") == 1:

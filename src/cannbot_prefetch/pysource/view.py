@@ -44,7 +44,7 @@ class ClassInfo:
     bases: list[str]
     methods: dict[str, Method]
     attrs: dict[str, list[Stmt]]     # self.<attr> assignments (any method) -> statements
-    conditional_attrs: set[str]      # attrs assigned under if/else in __init__, to `a if c else b`, or None
+    conditional_attrs: set[str]      # attrs assigned under if/else in __init__, or set to None
     start: int
 
 
