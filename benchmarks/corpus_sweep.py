@@ -83,7 +83,7 @@ def _set(cfg, k, v) -> None:
             setattr(cfg, k, v)
 
 
-def _shrink(cfg, widths: bool = True) -> None:
+def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
     """Fewer heads, layers, experts and tokens, with every per-head size left as the family
     defines it (rotary and latent dims stay consistent): hidden = 4 heads x head_dim.
     widths=False: only layers, experts and the vocabulary (families with stricter checks)."""
@@ -151,7 +151,9 @@ def _shrink(cfg, widths: bool = True) -> None:
     lt = getattr(cfg, "layer_types", None)
     if isinstance(lt, (list, tuple)) and lt:
         kinds = list(dict.fromkeys(lt))[:4]
-        n = max(LAYERS, len(kinds))
+        # each kind twice: a next-layer prefetch of a kind's module (qwen3_5's linear attention
+        # after a full-attention layer) has a following layer of that kind to fire in
+        n = max(LAYERS, (2 if twice else 1) * len(kinds))
         with contextlib.suppress(Exception):
             cfg.layer_types = (kinds * n)[:n]
             cfg.num_hidden_layers = n
@@ -194,7 +196,7 @@ def _scale(cfg, f: int) -> None:
             _set(cfg, k, max(1, v // f))
 
 
-def tiny_config(cls, mode: str = "small"):
+def tiny_config(cls, mode: str = "small", twice: bool = True):
     """The family's default config made small. "small": 4 heads of the family's head_dim;
     "scaled" (families whose other sizes must stay in step with the width: Mamba heads,
     sliding-window heads, towers' `text_hidden_size`): every head count and width of the config
@@ -206,7 +208,7 @@ def tiny_config(cls, mode: str = "small"):
     parts = [cfg] + _sub_configs(cfg)   # text, vision, audio parts...: small too, none skipped
     f = _scale_factor(parts) if mode == "scaled" else 1
     for part in parts:
-        _shrink(part, widths=mode == "small")
+        _shrink(part, widths=mode == "small", twice=twice)
         if f > 1:
             _scale(part, f)
     return cfg
@@ -380,9 +382,10 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         def run(m):
             return m(input_ids=ids, use_cache=False)
 
-        for mode in MODES:                 # the last try keeps the family's widths
-            try:
-                cfg = tiny_config(cls, mode)
+        tries = [(m, t) for m in MODES for t in (True, False)]
+        for mode, twice in tries:          # the last try keeps the family's widths
+            try:       # (twice=False: config classes that refuse a repeated layer pattern)
+                cfg = tiny_config(cls, mode, twice)
                 torch.manual_seed(0)
                 base = cls(cfg).eval()
                 vocab = getattr(cfg, "vocab_size", None) or \
@@ -392,7 +395,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     ref = _logits(run(base))
                 break
             except Exception:
-                if mode == MODES[-1]:
+                if (mode, twice) == tries[-1]:
                     raise
         targets = layer_targets(base, module_name, run)
     except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault
