@@ -6,7 +6,7 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
 1. build a tiny random model from the family's own config class (defaults, made small);
 2. list, from the *built* model (not from the tool), every linear of the decoder layers that a
    forward pass runs (nn.Linear / Conv1D modules seen by forward hooks, fused 3-D expert
-   Parameters, 2-D router Parameters), each as `OwnerClass.attr`;
+   Parameters and 2-D router Parameters of modules that ran), each as `OwnerClass.attr`;
 3. `analyze --model-src <tmp copy> --model-config <its config.json> --target ...` (manual mode)
    with all of them, then `apply --write --yes` on the tmp copy;
 4. load the rewritten file under the package's own module name, load the reference weights and
@@ -83,7 +83,7 @@ def _set(cfg, k, v) -> None:
             setattr(cfg, k, v)
 
 
-def _shrink(cfg, widths: bool = True) -> None:
+def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
     """Fewer heads, layers, experts and tokens, with every per-head size left as the family
     defines it (rotary and latent dims stay consistent): hidden = 4 heads x head_dim.
     widths=False: only layers, experts and the vocabulary (families with stricter checks)."""
@@ -98,6 +98,13 @@ def _shrink(cfg, widths: bool = True) -> None:
         return None
 
     heads, hidden, kv = get("num_attention_heads"), get("hidden_size"), get("num_key_value_heads")
+    if "head_dim" in d and d["head_dim"] is None and heads and hidden:
+        # a default the modeling file reads as a number (ministral's getattr(config,
+        # "head_dim", ...) finds None; nemotron reads config.head_dim): the derived value
+        _set(cfg, "head_dim", hidden // heads)
+    if "num_key_value_heads" in d and d["num_key_value_heads"] is None and heads:
+        _set(cfg, "num_key_value_heads", heads)   # None: multi-head (transformers' documented meaning)
+        kv = heads
     hd = get("head_dim") or (hidden // heads if hidden and heads else None)
     new_heads = 4 if heads else None
     new_hidden = min(4 * hd, 1024) if hd else (64 if hidden else None)
@@ -108,12 +115,12 @@ def _shrink(cfg, widths: bool = True) -> None:
         if v is None:
             continue
         new = None
-        if not widths and not re.search(r"layers|experts|vocab|top_?k|group|max_position", k):
+        if not widths and not re.search(r"layers|blocks|experts|vocab|top_?k|group|max_position", k):
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
-        elif k == "vocab_size" or (re.search(r"vocab$", k) and v > SMALL["vocab_size"]):
-            new = SMALL["vocab_size"]         # blt's encoder_hash_byte_group_vocab too
+        elif k == "vocab_size" or (re.search(r"vocab(_size)?$", k) and v > SMALL["vocab_size"]):
+            new = SMALL["vocab_size"]   # blt's encoder_hash_byte_group_vocab, unpadded_vocab_size
         elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
             base = new_hidden or 64
             new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
@@ -124,7 +131,8 @@ def _shrink(cfg, widths: bool = True) -> None:
             new = min(v, 2)
         elif k in ("n_group", "topk_group", "num_expert_group"):
             new = 1
-        elif re.fullmatch(r"(num_hidden_layers|n_layer|num_layers|(de|en)coder_layers|n_layers)", k):
+        elif re.fullmatch(r"(num_hidden_layers|n_layer|num_layers|(de|en)coder_layers|n_layers"
+                          r"|num_blocks)", k):     # xlstm's and the conformer's layer count
             new = LAYERS
         elif re.fullmatch(r"((\w+_)?attention_heads|n_heads?|num_heads|(\w+_)?attn_heads)", k) \
                 and new_heads:
@@ -143,7 +151,9 @@ def _shrink(cfg, widths: bool = True) -> None:
     lt = getattr(cfg, "layer_types", None)
     if isinstance(lt, (list, tuple)) and lt:
         kinds = list(dict.fromkeys(lt))[:4]
-        n = max(LAYERS, len(kinds))
+        # each kind twice: a next-layer prefetch of a kind's module (qwen3_5's linear attention
+        # after a full-attention layer) has a following layer of that kind to fire in
+        n = max(LAYERS, (2 if twice else 1) * len(kinds))
         with contextlib.suppress(Exception):
             cfg.layer_types = (kinds * n)[:n]
             cfg.num_hidden_layers = n
@@ -151,14 +161,56 @@ def _shrink(cfg, widths: bool = True) -> None:
         cfg._attn_implementation = "eager"
 
 
-def tiny_config(cls, widths: bool = True):
+# widths the uniform scaling divides (every per-head size - head_dim, d_head, d_state - is kept)
+HEADS = re.compile(r"(heads|n_head)$")
+WIDTHS = re.compile(r"(hidden_size|hidden_dim|d_model|embed_dim|embedding_dim|n_embd|n_embed|d_inner"
+                    r"|intermediate_size|ffn_dim|ffn_hidden_size|d_ff|ffn_size)$")
+MODES = ("small", "scaled", "kept")
+
+
+def _int_items(cfg):
+    for k in sorted(set(cfg.to_dict()) | set(getattr(cfg, "attribute_map", {}) or {})):
+        with contextlib.suppress(Exception):
+            v = getattr(cfg, k, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                yield k, v
+
+
+def _scale_factor(parts: list) -> int:
+    """The largest power of two (at most 64) dividing every head count and model width of
+    every part, so that hidden = heads x head_dim, a Mamba mixer's heads x d_head = expand x
+    hidden and a tower's `text_hidden_size` = the text model's width all still hold after
+    dividing."""
+    f = 64
+    for part in parts:
+        for k, v in _int_items(part):
+            if HEADS.search(k) or (WIDTHS.search(k) and not re.search(r"intermediate|ffn|d_ff", k)):
+                while f > 1 and v % f:
+                    f //= 2
+    return f
+
+
+def _scale(cfg, f: int) -> None:
+    for k, v in list(_int_items(cfg)):
+        if HEADS.search(k) or WIDTHS.search(k):
+            _set(cfg, k, max(1, v // f))
+
+
+def tiny_config(cls, mode: str = "small", twice: bool = True):
+    """The family's default config made small. "small": 4 heads of the family's head_dim;
+    "scaled" (families whose other sizes must stay in step with the width: Mamba heads,
+    sliding-window heads, towers' `text_hidden_size`): every head count and width of the config
+    and its sub-configs divided by one power of two; "kept": the family's widths."""
     cfg_cls = getattr(cls, "config_class", None)
     if cfg_cls is None:
         raise RuntimeError(f"{cls.__name__} has no config_class")
     cfg = cfg_cls()
-    _shrink(cfg, widths)
-    for part in _sub_configs(cfg):   # text, vision, audio parts...: small too, none skipped
-        _shrink(part, widths)
+    parts = [cfg] + _sub_configs(cfg)   # text, vision, audio parts...: small too, none skipped
+    f = _scale_factor(parts) if mode == "scaled" else 1
+    for part in parts:
+        _shrink(part, widths=mode == "small", twice=twice)
+        if f > 1:
+            _scale(part, f)
     return cfg
 
 
@@ -200,9 +252,8 @@ def layer_targets(model, module_name: str, run) -> list[str]:
         linear_types = (nn.Linear, Conv1D)
     except ImportError:
         pass
-    for m in model.modules():
-        if isinstance(m, linear_types):
-            hooks.append(m.register_forward_hook(lambda mod, i, o: ran.add(id(mod))))
+    for m in model.modules():       # every module: a 3-D Parameter counts only where it ran
+        hooks.append(m.register_forward_hook(lambda mod, i, o: ran.add(id(mod))))
     try:
         with torch.no_grad():
             run(model)
@@ -221,7 +272,9 @@ def layer_targets(model, module_name: str, run) -> list[str]:
                 continue       # a linear held in a list: not a CLASS.ATTR target
             out[f"{type(parent).__name__}.{attr}"] = None
         elif not isinstance(m, (linear_types, nn.Embedding, nn.LayerNorm)) and \
-                type(m).__module__ == module_name:
+                type(m).__module__ == module_name and (id(m) in ran or id(parent) in ran):
+            # (its own forward or its parent's ran: experts' tensors read by the MoE block;
+            # not phi4_multimodal's audio convolution, which a text-only forward never runs)
             for pname, p in m.named_parameters(recurse=False):
                 if p.dim() == 3 or (p.dim() == 2 and re.search(r"router|gate", type(m).__name__, re.I)):
                     out[f"{type(m).__name__}.{pname}"] = None
@@ -329,9 +382,10 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         def run(m):
             return m(input_ids=ids, use_cache=False)
 
-        for widths in (True, False):       # the second try keeps the family's widths
-            try:
-                cfg = tiny_config(cls, widths)
+        tries = [(m, t) for m in MODES for t in (True, False)]
+        for mode, twice in tries:          # the last try keeps the family's widths
+            try:       # (twice=False: config classes that refuse a repeated layer pattern)
+                cfg = tiny_config(cls, mode, twice)
                 torch.manual_seed(0)
                 base = cls(cfg).eval()
                 vocab = getattr(cfg, "vocab_size", None) or \
@@ -341,7 +395,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
                     ref = _logits(run(base))
                 break
             except Exception:
-                if not widths:
+                if (mode, twice) == tries[-1]:
                     raise
         targets = layer_targets(base, module_name, run)
     except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault

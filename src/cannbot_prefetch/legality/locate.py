@@ -10,7 +10,7 @@ from ..plan import grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, names_and_calls, parse_view
 from .kinds import not_a_tensor, tensor_field
 from .lookup import (base_with, enclosing_block_stmt, find_anchors, find_class, has_attr,
-                     is_conditional, whole_chain)
+                     is_choice, is_conditional, whole_chain)
 from .placement import MISSING, UNSAFE, Location, Placement, Problem, TargetRef
 from .tuples import flow_siblings
 from .reach import (bound_methods, call_arg_names, guard_path, inherited_elsewhere,
@@ -141,7 +141,7 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
                                 f"self nor a parameter of {where}")
     if head[0] == "self" and len(head) > 2 and (
             scope == "next_layer" or tcls is None or is_conditional(view, tcls, t.attr)
-            or head[1].split("[")[0] in icls.conditional_attrs):
+            or head[1].split("[")[0] in icls.conditional_attrs or is_choice(icls, head[1])):
         guard = guard_path(owner)
     elif head[0] != "self" and scope == "next_layer":
         guard = guard_path(owner)

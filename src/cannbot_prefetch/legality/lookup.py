@@ -78,6 +78,19 @@ def is_conditional(view: SourceView, cls: ClassInfo, attr: str) -> bool:
     return first in cls.conditional_attrs
 
 
+def is_choice(cls: ClassInfo, attr: str) -> bool:
+    """`self.<attr> = A(...) if c else B(...)` in __init__: the module is one of two, so a path
+    through it (`self.sconv.weight_proj`) may exist in one branch only and is guarded. Only the
+    guard reads this; which module the plan names is decided as before."""
+    for st in cls.attrs.get(attr.split(".")[0].split("[")[0], []):
+        node = st.node
+        if isinstance(node, cst.SimpleStatementLine) and any(
+                isinstance(sm, (cst.Assign, cst.AnnAssign)) and isinstance(sm.value, cst.IfExp)
+                for sm in node.body):
+            return True
+    return False
+
+
 def find_anchors(cls: ClassInfo, method: Method, anchor: str) -> list[tuple[Method, Stmt]]:
     """Every statement holding the anchor call, in order: in the method, else in the first
     self-method it calls that has one (branches of one step often repeat the same call)."""

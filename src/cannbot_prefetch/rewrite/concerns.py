@@ -237,11 +237,15 @@ def _path_to(view: SourceView, start: str, goal: str, depth: int = 3) -> str | N
     return None
 
 
-def link_lines(view: SourceView, insert_cls: str) -> tuple[int, str, str] | None:
-    """Where the decoder stack is built (`self.layers = nn.ModuleList(...)`, or any module list
-    whose elements hold `insert_cls`): each layer's `insert_cls` module gets a plain reference to
-    its twin in the next layer (`next_layer`, None on the last layer), so a prefetch there can
-    name the next layer's weight and is skipped on the last one."""
+def link_lines(view: SourceView, insert_cls: str) -> list[tuple[int, str, str]]:
+    """Where each decoder stack holding `insert_cls` is built (`self.layers =
+    nn.ModuleList(...)`, or any module list whose elements hold it): each layer's `insert_cls`
+    module gets a plain reference to its twin in the next layer (`next_layer`, None on the last
+    layer), so a prefetch there can name the next layer's weight and is skipped on the last one.
+    Every such stack is linked, not only the first the file builds: a layer class shared by two
+    stacks (moshi's depth decoder and main model) runs the same forward in both, and the model
+    a user builds may hold either."""
+    out: list[tuple[int, str, str]] = []
     for ml in view.module_lists:
         for el in ml.elements:
             path = _path_to(view, el, insert_cls)
@@ -254,9 +258,10 @@ def link_lines(view: SourceView, insert_cls: str) -> tuple[int, str, str] | None
             arg = items if not path else cst.ListComp(
                 elt=_path(f"_m.{path}"),
                 for_in=cst.CompFor(target=cst.Name("_m"), iter=items))
-            return ml.last_line + 1, ml.indent, _render(cst.Expr(
-                cst.Call(func=_path(f"{ALIAS}.link_next_layers"), args=[cst.Arg(arg)])))
-    return None
+            out.append((ml.last_line + 1, ml.indent, _render(cst.Expr(
+                cst.Call(func=_path(f"{ALIAS}.link_next_layers"), args=[cst.Arg(arg)])))))
+            break
+    return out
 
 
 def import_lines(view: SourceView, helper_module: str | None) -> list[tuple[int, str, str]]:

@@ -95,7 +95,7 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
     if dup is not None:
         return Problem(UNSAFE, f"already prefetched by code the tool did not write "
                                f"(line {dup[0]}: {dup[1]})")
-    if pl.weight_expr.startswith("self.next_layer.") and link_lines(view, pl.insert.cls) is None:
+    if pl.weight_expr.startswith("self.next_layer.") and not link_lines(view, pl.insert.cls):
         return Problem(UNSAFE, f"next-layer prefetch needs the module list that builds the layers "
                                f"(holding {pl.insert.cls}) in this file, to link each layer to "
                                f"the next")
@@ -191,8 +191,8 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
         if site.target.weight_expr.startswith("self.next_layer.") and \
                 site.insert.cls not in linked:
             linked.add(site.insert.cls)
-            link = link_lines(view, site.insert.cls)
-            add(link[0], 2, link[1], link[2], LINK_TAG)
+            for link in link_lines(view, site.insert.cls):
+                add(link[0], 2, link[1], link[2], LINK_TAG)
     for site, loc in placements:
         thread(loc.cls)
         add(loc.line, 3, loc.indent, site_line(site, loc, switch), site.id)

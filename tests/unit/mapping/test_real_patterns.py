@@ -146,6 +146,68 @@ def test_cross_layer_manual_window_after_the_target(modeling, tmp_path):
     assert '_cbp.attr(self, "next_layer.self_attn.q_proj") is not None' in out.code
 
 
+def test_next_layer_link_reaches_every_stack_of_the_layer_class(modeling, tmp_path):
+    """moshi builds `MoshiDecoderLayer` in two stacks (the depth decoder's, flexible linears,
+    and the main model's, which `MoshiForCausalLM` runs): a next-layer prefetch must be linked
+    in both, else it never fires in the model the user builds (was: only the first stack the
+    file builds was linked)."""
+    src = modeling("moshi")
+    cfg = dict(SMALL, num_codebooks=2, audio_vocab_size=32, ffn_dim=128, depth_hidden_size=64,
+               depth_num_hidden_layers=2, depth_num_attention_heads=4, depth_ffn_dim=128,
+               depth_num_key_value_heads=2, model_type="moshi")
+    _, plan = _plan(src, cfg, ["MoshiLinear.linear"], tmp_path)
+    (s,) = plan.sites
+    assert s.target.scope == "next_layer" and s.insert.cls == "MoshiDecoderLayer"
+    out = rewrite_source(src.read_text(), plan.sites, mode=plan.mode, switch=plan.switch)
+    lines = out.code.splitlines()
+    links = [i for i, ln in enumerate(lines) if "_cbp.link_next_layers(self.layers)" in ln]
+    assert len(links) == 2
+    owners = []
+    for i in links:      # the class each link sits in: the nearest `class` line above it
+        owners.append(next(ln.split()[1].split("(")[0] for ln in reversed(lines[:i])
+                           if ln.startswith("class ")))
+    assert owners == ["MoshiDepthDecoder", "MoshiModel"]
+
+
+def test_a_module_chosen_by_a_conditional_expression_guards_the_path(modeling, tmp_path):
+    """inkling2's `self.sconv = Inkling2DynamicShortConvolution(...) if dynamic else
+    Inkling2ShortConvolution(...)`: `weight_proj` exists in one branch only, so the prefetch
+    placed in the caller is guarded on the path (was: unguarded, AttributeError in every layer
+    built with the static convolution)."""
+    src = modeling("inkling2")
+    cfg = dict(SMALL, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16,
+               conv_kernel_size=4, d_rel=16, rel_extent=64, sliding_window_size=64,
+               n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+               layer_types=["hybrid_sliding", "hybrid"], model_type="inkling2_text")
+    _, plan = _plan(src, cfg, ["Inkling2DynamicShortConvolution.weight_proj"], tmp_path)
+    (s,) = plan.sites
+    assert s.target.weight_expr == "self.sconv.weight_proj.weight"
+    out = rewrite_source(src.read_text(), plan.sites, mode=plan.mode, switch=plan.switch)
+    assert out.applied == [s.id]
+    line = next(ln for ln in out.code.splitlines() if f"site=\"{s.id}\"" in ln)
+    assert line.strip().startswith('if self.enable_prefetch and _cbp.attr(self, "sconv.weight_proj")'
+                                   ' is not None: _cbp.npu_prefetch(')
+
+
+def test_a_tower_built_by_a_factory_is_sized_from_its_sub_config(modeling, tmp_path):
+    """phi4_multimodal: `self.encoder = Phi4MultimodalAudioModel._from_config(config.audio_config)`
+    hands the audio tower `audio_config`; `ext_pw_out_channel` lives only there (was: refused,
+    "config key 'ext_pw_out_channel' is missing", true of the top level only). b1 is
+    (1, ext_pw_out_channel, 1): 40 x 4 bytes in fp32, all of it within the default cap."""
+    src = modeling("phi4_multimodal")
+    cfg = dict(SMALL, model_type="phi4_multimodal",
+               audio_config={"hidden_size": 48, "ext_pw_out_channel": 40, "num_blocks": 2,
+                             "num_attention_heads": 4, "intermediate_size": 96,
+                             "model_type": "phi4_multimodal_audio"})
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    res = api.analyze(None, model_src=str(src), model_config=str(tmp_path / "config.json"),
+                      targets=("Phi4MultimodalAudioGluPointWiseConv.b1",), dtype="fp32",
+                      out=str(tmp_path / "out"))
+    doc = res.to_json()
+    assert doc["rejections"] == []
+    assert [c["max_size"] for c in doc["candidates"]] == [40 * 4]
+
+
 def test_flatten_follows_module_list_indexing(tmp_path):
     src = tmp_path / "m.py"
     src.write_text(

@@ -9,9 +9,16 @@ import libcst as cst
 from ...pysource import Stmt, dotted
 
 
+# transformers' factories that build `cls(config)`: `AudioModel._from_config(config.audio_config)`
+# instantiates AudioModel with that sub-config, as `AudioModel(config.audio_config)` would
+FACTORIES = ("_from_config", "from_config")
+
+
 def callee_name(call: cst.Call) -> str:
-    d = dotted(call.func) or ""
-    return d.split(".")[-1]
+    parts = (dotted(call.func) or "").split(".")
+    if len(parts) >= 2 and parts[-1] in FACTORIES and parts[-2][:1].isupper():
+        return parts[-2]
+    return parts[-1]
 
 
 def assign_value(s: Stmt) -> tuple[str, cst.BaseExpression] | None:
