@@ -49,8 +49,25 @@ def _forward_returns(view: SourceView, cls: str) -> str | None:
         fwd = next((f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                     and f.name == "forward"), None)
         if fwd is not None:
-            return ast.unparse(fwd.returns) if fwd.returns is not None else None
+            return ast.unparse(fwd.returns) if fwd.returns is not None else _returned(fwd)
         cls = next((b for b in (ast.unparse(x).split(".")[-1] for x in node.bases) if b in tops), "")
+    return None
+
+
+def _returned(fwd: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """What an unannotated `forward` returns when every one of its own `return` statements
+    says so: 'tuple' when each returns a tuple display (`return context, probs`; RoFormer's
+    self-attention), else None (unknown: a name, a call, a tensor expression)."""
+    rets, todo = [], list(fwd.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue                                  # a nested function's returns are its own
+        if isinstance(node, ast.Return):
+            rets.append(node.value)
+        todo.extend(ast.iter_child_nodes(node))
+    if rets and all(isinstance(v, ast.Tuple) for v in rets):
+        return "tuple"
     return None
 
 

@@ -98,3 +98,14 @@ def test_analyze_depends_on_the_tensor_field(modeling, tmp_path):
     (s,) = plan.sites
     assert (s.insert.anchor_call, s.insert.position) == ("self.model", "after")
     assert s.dependency == "outputs.last_hidden_state"
+
+
+def test_unannotated_forward_returning_a_tuple_is_not_a_tensor(modeling):
+    """REAL modeling_roformer.py: `self_outputs = self.self(...)`, whose forward has no return
+    annotation and `return context_layer, attention_probs`; the sweep planned `self_outputs` as
+    RoFormerSelfOutput.dense's dependency and the switch-on decode raised ("found type 'tuple'")."""
+    code = modeling("roformer").read_text()
+    s = site("r", cls="RoFormerSelfOutput", attr="dense", weight="self.output.dense.weight",
+             icls="RoFormerAttention", anchor="self.self", position="after", dep="self_outputs")
+    why = legal(code, s)
+    assert why is not None and "not a tensor" in why and "RoFormerSelfAttention.forward -> tuple" in why
