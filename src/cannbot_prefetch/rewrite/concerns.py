@@ -255,8 +255,11 @@ def link_lines(view: SourceView, insert_cls: str) -> list[tuple[int, str, str]]:
             items: cst.BaseExpression = _path(f"self.{ml.attr}")
             if ml.is_dict:
                 items = _call(f"self.{ml.attr}.values")
+            # `_cbp.attr` walks the path and gives None where a layer lacks it (ergo's first
+            # layers hold a dense MLP, later ones the MoE block with `shared_experts`)
             arg = items if not path else cst.ListComp(
-                elt=_path(f"_m.{path}"),
+                elt=cst.Call(func=_path(f"{ALIAS}.attr"),
+                             args=[cst.Arg(cst.Name("_m")), cst.Arg(cst.SimpleString(repr(path)))]),
                 for_in=cst.CompFor(target=cst.Name("_m"), iter=items))
             out.append((ml.last_line + 1, ml.indent, _render(cst.Expr(
                 cst.Call(func=_path(f"{ALIAS}.link_next_layers"), args=[cst.Arg(arg)])))))

@@ -344,10 +344,13 @@ def attr(obj, path):
 
 
 def link_next_layers(layers):
-    """Give each decoder layer a plain reference to the next one (not a submodule)."""
+    """Give each decoder layer a plain reference to the next one (not a submodule). An entry
+    is None where that layer lacks the module (a dense layer among MoE ones): it gets nothing,
+    and the layer before it sees next_layer None, so its cross-layer prefetch is skipped."""
     layers = list(layers)
     for layer, nxt in zip(layers, layers[1:] + [None]):
-        object.__setattr__(layer, "next_layer", nxt)
+        if layer is not None:
+            object.__setattr__(layer, "next_layer", nxt)
     return layers
 '''
 

@@ -157,3 +157,32 @@ def test_verify_without_torch_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(InputError, match=r"cannbot-prefetch\[torch\]"):
         require_torch()
+
+
+def test_next_layer_links_skip_layers_that_lack_the_module():
+    """ergo: a cross-layer site in the MoE block's shared expert, and the first layers hold a
+    dense MLP without it. The rewrite links `[_cbp.attr(_m, "mlp.shared_experts") ...]`, so
+    those entries are None (was `_m.mlp.shared_experts`: AttributeError while the model was
+    built, switch on or off). A None gets nothing; the layer before it sees next_layer None."""
+    h = _helper()
+    dense = types.SimpleNamespace(mlp=types.SimpleNamespace())
+    moe1, moe2 = (types.SimpleNamespace(mlp=types.SimpleNamespace(shared_experts=types.SimpleNamespace()))
+                  for _ in range(2))
+    got = [h.attr(m, "mlp.shared_experts") for m in (dense, moe1, moe2)]
+    assert got[0] is None and got[1] is moe1.mlp.shared_experts
+    h.link_next_layers(got)
+    assert moe1.mlp.shared_experts.next_layer is moe2.mlp.shared_experts
+    assert moe2.mlp.shared_experts.next_layer is None
+    h.link_next_layers([moe1.mlp.shared_experts, None, moe2.mlp.shared_experts])
+    assert moe1.mlp.shared_experts.next_layer is None   # the next layer lacks it: skipped
+
+
+def test_the_link_line_walks_each_layer_with_attr(modeling):
+    """The rewritten ergo file builds its link list with `_cbp.attr`, never a plain attribute
+    chain that a dense layer lacks."""
+    from cannbot_prefetch.pysource import parse_view
+    from cannbot_prefetch.rewrite.concerns import link_lines
+
+    code = modeling("ergo").read_text()
+    lines = [ln for _, _, ln in link_lines(parse_view(code, {"ErgoSharedExpert"}), "ErgoSharedExpert")]
+    assert lines and all("_cbp.attr(_m, 'mlp.shared_experts')" in ln for ln in lines), lines
