@@ -324,22 +324,6 @@ def loaded_as(module_name: str, path: Path, helper: Path):
                 sys.modules[k] = v
 
 
-@contextlib.contextmanager
-def switch_env(value: str | None):
-    """The environment switch set to `value` (None: unset) for the block."""
-    from cannbot_prefetch.rewrite.helper import ENV_SWITCH
-
-    saved = os.environ.pop(ENV_SWITCH, None)
-    if value is not None:
-        os.environ[ENV_SWITCH] = value
-    try:
-        yield
-    finally:
-        os.environ.pop(ENV_SWITCH, None)
-        if saved is not None:
-            os.environ[ENV_SWITCH] = saved
-
-
 def _logits(out):
     return getattr(out, "logits", out[0] if isinstance(out, (tuple, list)) else out)
 
@@ -368,6 +352,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
     from cannbot_prefetch import api
     from cannbot_prefetch.plan import load_plan
     from cannbot_prefetch.verify.stub import stub_torch_npu
+    from cannbot_prefetch.verify.routes import env_switch
 
     res: dict = {"family": fam, "file": path, "status": "setup", "targets": [], "planned": [],
                  "rejected": [], "refused": [], "problems": [], "applied": [], "fires": {}}
@@ -459,7 +444,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         res["applied"] = sorted(applied)
         helper = tmp / "_cannbot_prefetch.py"
         with loaded_as(module_name, model_file, helper) as (mod, hmod):
-            with switch_env(None):
+            with env_switch(None):
                 model = getattr(mod, cls_name)(cfg).eval()
             model.load_state_dict(base.state_dict(), strict=False)
             with torch.no_grad():
@@ -474,7 +459,7 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
             model = None                       # the off model goes before the next is built
             gc.collect()
             for route, route_cfg, env in (("config", on_cfg, None), ("env", cfg, "1")):
-                with switch_env(env):      # set for the whole process's run, as a user sets it
+                with env_switch(env):      # set for the whole process's run, as a user sets it
                     model = getattr(mod, cls_name)(route_cfg).eval()
                     model.load_state_dict(base.state_dict(), strict=False)
                     with stub_torch_npu() as rec, torch.no_grad():

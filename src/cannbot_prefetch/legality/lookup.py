@@ -142,13 +142,15 @@ def whole_chain(method: Method, stmt: Stmt, name: str) -> Stmt | None:
         return None
     blocks.append(branch.body)
     for block in blocks:
-        ids = _ids_in(block)
+        ids = statement_ids(block)
         if not any(name in s.defs for s in method.stmts if id(s.node) in ids):
             return None
     return head
 
 
-def _ids_in(block) -> set[int]:
+def statement_ids(block) -> set[int]:
+    """id() of every statement node in `block`, nested simple statements included: which of a
+    method's flattened statements lie inside one branch."""
     ids: set[int] = set()
 
     class V(cst.CSTVisitor):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..legality import Placement
+from ..legality.lookup import statement_ids
 from ..plan import Insert, Join
 from ..pysource import call_name
 from .source import Hop, ModelSource
@@ -79,22 +80,9 @@ def _branch_defs(m, head: int) -> list[set[str]]:
         blocks.append(branch.body)
     out = []
     for b in blocks:
-        ids = _ids_in(b)
+        ids = statement_ids(b)
         out.append(set().union(*(st.defs for st in m.stmts if id(st.node) in ids)))
     return out
-
-
-def _ids_in(block) -> set[int]:
-    ids: set[int] = set()
-
-    class V(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node) -> None:
-            ids.add(id(node))
-
-    for st in getattr(block, "body", []):
-        ids.add(id(st))
-        st.visit(V())
-    return ids
 
 
 def after_unpack(ms: ModelSource, wh: Hop, outs: list[str], prefer: str, wexpr: str, join: Join,
