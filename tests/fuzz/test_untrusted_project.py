@@ -367,6 +367,8 @@ GIT = [Case("git config commands", f"dry-run with {k}", _git(k), expect="ok")
 
 def _sample_copy(w: World, rel: str) -> Path:
     src = H.SAMPLES / rel
+    if not src.exists():     # real samples are never copied into the repo: skip, as every sample test
+        pytest.skip(f"{src} not found (set CANNBOT_SAMPLES or check out shared/ beside the repo)")
     dest = w.proj / "prof" / src.name
     if src.is_dir():
         shutil.copytree(src, dest)
