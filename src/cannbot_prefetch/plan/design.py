@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gain import optimistic_share
 from ..i18n import localize, texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
@@ -134,7 +133,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     if listed:
         L.append("")
 
-    opt = f"{optimistic_share():.0%}"
+    opt = f"{d.optimistic_share:.0%}"
     cmo = next((v.site.evidence.get("cmo_gbps") for v in planned
                 if (v.site.evidence or {}).get("cmo_gbps")), hw.get("cmo_bw_gbps"))
     L += [f"## {t['saving']}", "",

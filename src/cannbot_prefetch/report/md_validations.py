@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-from ..gain import optimistic_share
 from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from .md_common import CHECK_NAMES, SIGNAL_NAMES, SITE_OUTCOMES, _f, _mark, _pct, _stat
@@ -139,7 +138,7 @@ def _expected(d: ReportData, t, w) -> None:
             w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {unknown} | {unknown} | – | |")
             continue
         share = f"{s.share[1] * 100:.1f}%" if s.share else "–"
-        flag = t.k('report.md.optimistic_per_op', p0=optimistic_share() * 100) if s.optimistic else ""
+        flag = t.k('report.md.optimistic_per_op', p0=e.optimistic_share * 100) if s.optimistic else ""
         w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {' / '.join(f'{x:.2f}' for x in s.saving_us)} | "
           f"{' / '.join(f'{x:.1f}' for x in s.step_saving_us)} | {share} | {flag} |")
     w("")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any, Iterable
 
 from ..errors import InputError
 from ..i18n import said
 from ..roofline.verdict import Verdict, pipe_verdict
-from ..settings import op_classes, policy
+from ..policy import Policy
+from ..settings import op_classes
 from .types import COMM, HEAVY, LIGHT
 
 
@@ -153,6 +154,7 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         norms=rx("norms"))
 
 
-@lru_cache(maxsize=1)
-def default_rules() -> WindowRules:
-    return rules_from((op_classes() or {}).get("window_classes"), policy())
+def default_rules(policy: Policy) -> WindowRules:
+    """The shipped window classes with the run's policy; the caller keeps the object (its
+    `kind_of` answers are cached on it)."""
+    return rules_from((op_classes() or {}).get("window_classes"), policy)
