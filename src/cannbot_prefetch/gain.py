@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .plan import Saving
+from .contract.plan import Saving
 from .policy import Policy
 
 

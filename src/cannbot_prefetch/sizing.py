@@ -31,7 +31,7 @@ from typing import Any
 from .errors import InputError
 from .gain import GainInputs, expected
 from .i18n import said
-from .plan import Basis, Cap, Saving
+from .contract.plan import Basis, Cap, Saving
 from .policy import Policy
 
 # role -> (formula label for the theoretical size, what H / I stand for)

@@ -10,7 +10,7 @@ from typing import Any
 from .. import __version__
 from ..errors import PlanError
 from ..policy import Policy
-from . import grammar
+from ..contract import grammar
 from .schema import (CALL_FORMS, MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
                      Insert, Join, Plan, Saving, Site, Switch, Target)
 
