@@ -7,6 +7,7 @@ import math
 
 from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
+from ..fmt import mib
 from .md_common import CHECK_NAMES, SIGNAL_NAMES, SITE_OUTCOMES, _f, _mark, _pct, _stat
 from .values import Stat
 from .rules import Check
@@ -111,7 +112,7 @@ def _render_plan_only(d: ReportData, t, w) -> None:
         weight = math.prod(site.basis.dims) * site.basis.dtype_bytes
         bound = " / ".join(f"{x:.2f}" for x in s.bound_per_op) if s.bound_per_op else unknown
         per_step = " / ".join(f"{x:.1f}" for x in s.step_saving_us) if s.step_saving_us else unknown
-        w(f"| `{s.site_id}` | {weight / 2**20:,.2f} MiB | {site.max_size / 2**20:,.2f} MiB | {bound} | "
+        w(f"| `{s.site_id}` | {mib(weight)} | {mib(site.max_size)} | {bound} | "
           f"{unknown} | {per_step} | {unknown} |")
     w("")
 

@@ -66,7 +66,7 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
                 return nearest
             return _Decision(False, code=reasons.NO_SAFE_WINDOW, words=lambda p=p, last=last: (
                 f"predecessor {p.type} is communication ({p.why}) and what follows it leaves "
-                f"{_fmt(last)} (window rule 3c: no safe window)"))
+                f"{_usable_text(last)} (window rule 3c: no safe window)"))
         if p.cls == HEAVY:
             d = _measure(other, target, p.end, "3a", "output", i)
             if nearest is not None:
@@ -103,7 +103,7 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      words=lambda last=last, n=len(preds): (
-                         said("said.light_too_short", n=n, left=_fmt(last), min_us=min_us)))
+                         said("said.light_too_short", n=n, left=_usable_text(last), min_us=min_us)))
 
 
 def _longer(at_output: _Decision, nearest: _Decision, heavy: _Op) -> _Decision:
@@ -117,7 +117,7 @@ def _longer(at_output: _Decision, nearest: _Decision, heavy: _Op) -> _Decision:
     return at_output
 
 
-def _fmt(d: "_Decision | None") -> str:
+def _usable_text(d: "_Decision | None") -> str:
     return said("part.us", us=d.usable) if d else said("part.no_time")
 
 

@@ -171,9 +171,9 @@ def test_window_class_without_bytes_is_long_not_large():
 
     r = default_rules(POLICY)
     cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 0, 500.0, memory_bound=None)
-    assert "0.0 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
+    assert "0.00 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
     cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 64 << 20, 500.0)
-    assert why.startswith("large data movement (64.0 MiB moved, 500.0 µs")
+    assert why.startswith("large data movement (64.00 MiB moved, 500.0 µs")   # 64 << 20 B
 
 
 def test_a_window_covered_by_compute_on_another_stream_is_too_short_not_communication(table):
