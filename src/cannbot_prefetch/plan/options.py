@@ -34,7 +34,7 @@ class PlanOptions:
     config_path: str = "enable_prefetch"   # switch key path read from the model's config
     ranks: Any = None                      # --rank all: ranks.CrossRank (targets and windows
                                            # that hold on every rank); None for one rank
-    policy: Any = None                     # the run's Policy: set by with_defaults, so every
+    policy: Policy | None = None           # the run's Policy: set by with_defaults, so every
                                            # step of the plan reads the one build_plan was given
 
 
