@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .plan import Saving
-from .settings import policy
+from .contract.plan import Saving
+from .policy import Policy
 
 
 @dataclass(frozen=True)
@@ -65,18 +65,17 @@ class Gain:
     share_of_op: float          # mid per-op saving / the op's time
 
 
-def optimistic_share(pol: dict[str, Any] | None = None) -> float:
+def optimistic_share(pol: Policy) -> float:
     """The one "optimistic" threshold (policy benefit.optimistic_op_share)."""
-    return float((pol or policy())["benefit"]["optimistic_op_share"])
+    return float(pol["benefit"]["optimistic_op_share"])
 
 
-def rates(g: GainInputs | None, hw: Any, pol: dict[str, Any] | None = None
-          ) -> tuple[float, float, float]:
+def rates(g: GainInputs | None, hw: Any, pol: Policy) -> tuple[float, float, float]:
     """The prefetch rates, bytes/s, of the low / mid / high bounds: one CMO stream, the mean,
     HBM (the low never above HBM)."""
     hbm = float(hw.hbm_bw_bytes_per_s)
     gbps = (g.cmo_gbps if g is not None and g.cmo_gbps else None) \
-        or getattr(hw, "cmo_bw_gbps", None) or (pol or policy())["sizing"]["cmo_bw_gbps"]
+        or getattr(hw, "cmo_bw_gbps", None) or pol["sizing"]["cmo_bw_gbps"]
     low = min(float(gbps) * 1e9, hbm)
     return low, (low + hbm) / 2, hbm
 
@@ -86,19 +85,16 @@ def idle_us(g: GainInputs, hw: Any) -> float:
     return max(g.window_us - g.window_bytes / float(hw.hbm_bw_bytes_per_s) * 1e6, 0.0)
 
 
-def hidden_bytes(p_bytes: int, g: GainInputs, hw: Any, pol: dict[str, Any] | None = None
-                 ) -> tuple[int, int, int]:
+def hidden_bytes(p_bytes: int, g: GainInputs, hw: Any, pol: Policy) -> tuple[int, int, int]:
     """Bytes of a `p_bytes` prefetch that land before the target, at the low / mid / high rate."""
     idle = idle_us(g, hw) * 1e-6          # inf for per_call_bound's whole-prefetch window
     return tuple(int(min(p_bytes, idle * r)) for r in rates(g, hw, pol))
 
 
-def expected(p_bytes: int, g: GainInputs | None, hw: Any, pol: dict[str, Any] | None = None
-             ) -> Gain | None:
+def expected(p_bytes: int, g: GainInputs | None, hw: Any, pol: Policy) -> Gain | None:
     """The expected saving of prefetching `p_bytes` for one site; None when `g` is None."""
     if g is None:
         return None
-    pol = pol or policy()
     lo_r, hi_r = (float(x) for x in pol["benefit"]["l2_to_hbm_bw_ratio"])
     hbm = float(hw.hbm_bw_bytes_per_s)
     t_op = g.mean_us * 1e-6
@@ -146,7 +142,7 @@ def _rate(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
-def per_call_bound(site: Any, hw: Any, pol: dict[str, Any] | None = None) -> Saving | None:
+def per_call_bound(site: Any, hw: Any, pol: Policy) -> Saving | None:
     """Per call, at most: what `expected` gives when a window hides the whole prefetch at every
     rate. With the plan's recorded inputs the op keeps its measured time, so the bound is never
     below the expected saving (the hidden bytes only grow); without them (no profile) the op is
@@ -171,7 +167,7 @@ class SiteGain:
     source: str                 # recomputed | recorded | unknown
 
 
-def site_gain(site: Any, hw: Any, pol: dict[str, Any] | None = None) -> SiteGain:
+def site_gain(site: Any, hw: Any, pol: Policy) -> SiteGain:
     """Recomputed from the plan's inputs and `hw` when the plan has them; else the figures the
     plan recorded (`saving_us`, `evidence.saving_per_op_us`); else unknown (no profile)."""
     g = inputs_of(site)

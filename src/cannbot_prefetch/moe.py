@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .fmt import mib
+
 EXPERT_KEYS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
 
@@ -65,9 +67,9 @@ class MeasuredHit:
     share: float          # (read - other) / weight, within [0, 1]
 
     def text(self) -> str:
-        return (f"measured (MemoryAccess): {self.read_bytes / 2**20:.1f} MiB read per call, "
-                f"{self.other_bytes / 2**20:.1f} MiB of them inputs other than the weight: "
-                f"{self.share:.1%} of the {self.weight_bytes / 2**20:.1f} MiB expert weight read; "
+        return (f"measured (MemoryAccess): {mib(self.read_bytes)} read per call, "
+                f"{mib(self.other_bytes)} of them inputs other than the weight: "
+                f"{self.share:.1%} of the {mib(self.weight_bytes)} expert weight read; "
                 f"the prefetch runs from offset 0, so {self.share:.1%} of its bytes count as saved")
 
 

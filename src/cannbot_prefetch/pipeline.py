@@ -6,6 +6,8 @@ verify:  plan x model factory -> switch off/on checks
 
 Each function returns data; nothing here prints, shapes JSON or writes a file. api.py wraps
 these in results that carry a status, with writing as a separate step; cli/ renders them.
+The analysis' functions take the run's `Policy` (api/ builds it once, `Analysis.policy`);
+report and verify build theirs where they start.
 """
 
 from __future__ import annotations
@@ -13,34 +15,38 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import InputError
+from .policy import Policy
 
 
 # ---------------------------------------------------------------- analyze
 
-def read_profile(path, *, rank=None, run=None, step=None, steps=None):
+def read_profile(path, *, rank=None, run=None, step=None, steps=None, policy: Policy):
     """Stage 1: any supported export -> Profile (KernelTable + ProfileInfo)."""
     from .profiling.load import load_profile
 
     # Only the counters the analysis reads: the parser skips the rest (half the time).
-    return load_profile(path, rank=rank, run=run, step=step, steps=steps, counters="analysis")
+    return load_profile(path, rank=rank, run=run, step=step, steps=steps, counters="analysis",
+                        policy=policy)
 
 
 def read_all_ranks(path, hardware_for, *, run=None, step=None, steps=None,
-                   keep_tables: bool = False):
+                   keep_tables: bool = False, policy: Policy):
     """Stages 1-2 on every rank (`--rank all`, ranks.py): each rank read and classified on its
     own -> (the reference rank's Profile and Roofline, the CrossRank, the folder of parked
     tables or None). `hardware_for(ProfileInfo)` gives the part a rank ran on."""
     from .ranks import read_all_ranks as read
 
-    return read(path, hardware_for, run=run, step=step, steps=steps, keep_tables=keep_tables)
+    return read(path, hardware_for, run=run, step=step, steps=steps, keep_tables=keep_tables,
+                policy=policy)
 
 
-def resolve_hardware(name, info, *, hbm_bw_tbps=None, peak_tflops=None, cmo_bw_gbps=None):
+def resolve_hardware(name, info, *, hbm_bw_tbps=None, peak_tflops=None, cmo_bw_gbps=None,
+                     policy: Policy):
     """The part (named, or detected from the profile, else assumed) with the user's overrides;
     returns (hardware, warnings)."""
     from . import hardware as hwmod
 
-    hw = hwmod.resolve(name, info)
+    hw = hwmod.resolve(name, info, policy=policy)
     # `is not None`: an override of 0 is refused by with_overrides, never silently ignored
     if hbm_bw_tbps is not None or peak_tflops or cmo_bw_gbps is not None:
         hw = hw.with_overrides(hbm_bw_tbps=hbm_bw_tbps, peaks=peak_tflops or None,
@@ -49,11 +55,11 @@ def resolve_hardware(name, info, *, hbm_bw_tbps=None, peak_tflops=None, cmo_bw_g
     return hw, warnings
 
 
-def roofline(profile, hw):
+def roofline(profile, hw, policy: Policy):
     """Stage 2: the roofline of every MatMul-family signature."""
     from .roofline.classify import classify
 
-    return classify(profile.table, hw)
+    return classify(profile.table, hw, policy=policy)
 
 
 def top(roof, n: int):
@@ -65,38 +71,38 @@ def top(roof, n: int):
     return select_top(roof, n)
 
 
-def shortlist(roof, n: int):
+def shortlist(roof, n: int, policy: Policy):
     """Without model source: the top memory-bound signatures split by the deciding verdict ->
     (targets, [(signature, reason code, reason)])."""
     from .roofline.verdict import split_targets
-    from .settings import policy
 
-    return split_targets(top(roof, n), policy()["verdict"])
+    return split_targets(top(roof, n), policy["verdict"])
 
 
-def measure_rank_windows(roof, cross, top: int, lookback: int | None) -> None:
+def measure_rank_windows(roof, cross, top: int, lookback: int | None, policy: Policy) -> None:
     """`--rank all`, before windows or a plan: each parked rank's windows for the examined
     signatures, so the plan takes the smallest across the ranks."""
     from .ranks import measure_windows, signature_key
     from .roofline.classify import select_top
 
     keys = {signature_key(s) for s in select_top(roof, top)}
-    measure_windows(cross, keys, lookback=lookback, min_window_us=None)
+    measure_windows(cross, keys, lookback=lookback, min_window_us=None, policy=policy)
 
 
-def windows(roof, popts):
+def windows(roof, popts, policy: Policy):
     """Stage 3 without model source, as build_plan takes it: (targets' rejections,
     WindowResult); with `popts.ranks` (--rank all) they hold on every rank."""
     from .plan.build import target_windows
 
-    return target_windows(roof, popts)
+    return target_windows(roof, popts, policy=policy)
 
 
-def build_plan(roof, info, hw, model_src: str, model_config, popts):
+def build_plan(roof, info, hw, model_src: str, model_config, popts, policy: Policy):
     """Stages 3-6: windows -> mapping -> sizing -> (Plan, DesignInputs, rejections)."""
     from .plan.build import build_plan as build
 
-    return build(roof, info, hw, resolve_model_src(model_src), model_config, popts)
+    return build(roof, info, hw, resolve_model_src(model_src), model_config, popts,
+                 policy=policy)
 
 
 def resolve_model_src(src: str) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Sequence
 
 from . import reasons
 from .errors import InputError
-from .settings import policy
+from .policy import Policy
 
 
 def signature_key(sig: Any) -> tuple:
@@ -187,7 +187,7 @@ class _Loaded:
 
 def read_all_ranks(path: str, hardware_for: Callable[[Any], Any], *, run: str | None = None,
                    step: int | None = None, steps: tuple[int, int] | None = None,
-                   keep_tables: bool = False, workers: int | None = None,
+                   keep_tables: bool = False, workers: int | None = None, policy: Policy,
                    ) -> tuple[Any, Any, CrossRank, tempfile.TemporaryDirectory | None]:
     """Read and classify every rank; returns (the reference rank's Profile, its Roofline, the
     CrossRank, the folder holding parked tables or None). `hardware_for(ProfileInfo)` gives the
@@ -196,7 +196,7 @@ def read_all_ranks(path: str, hardware_for: Callable[[Any], Any], *, run: str | 
     from .profiling.load import load_profile
     from .roofline.classify import classify
 
-    pol = policy()
+    pol = policy
     rp = pol.get("ranks", {})
     workers = int(workers or rp.get("workers", 1))
     units = discover_ranks(Path(path).expanduser(), run=run)
@@ -207,8 +207,9 @@ def read_all_ranks(path: str, hardware_for: Callable[[Any], Any], *, run: str | 
 
     def one(item: tuple[int, Path]) -> RankView:
         rank, root = item
-        prof = load_profile(root, run=run, step=step, steps=steps, counters="analysis")
-        roof = classify(prof.table, hardware_for(prof.info))
+        prof = load_profile(root, run=run, step=step, steps=steps, counters="analysis",
+                            policy=pol)
+        roof = classify(prof.table, hardware_for(prof.info), policy=pol)
         view = _view(rank, prof, roof, pol)
         if park is not None:
             view.parked = Path(park.name) / f"rank{rank}.parquet"
@@ -235,7 +236,7 @@ def _slower(a: RankView, b: RankView) -> bool:
     return a.busy_us > b.busy_us or (a.busy_us == b.busy_us and a.rank < b.rank)
 
 
-def _view(rank: int, prof: Any, roof: Any, pol: dict) -> RankView:
+def _view(rank: int, prof: Any, roof: Any, pol: Policy) -> RankView:
     from .roofline.verdict import decide
 
     sigs: dict[tuple, RankSig] = {}
@@ -249,10 +250,10 @@ def _view(rank: int, prof: Any, roof: Any, pol: dict) -> RankView:
                             s.weight_bytes, s.input_shapes)
     info = prof.info
     return RankView(rank, info.path, info.rows, info.rows_skipped, roof.step_time_us,
-                    _busy_us(prof.table.df), tuple(info.steps), sigs, tuple(roof.signatures))
+                    _busy_us(prof.table.df, pol), tuple(info.steps), sigs, tuple(roof.signatures))
 
 
-def _busy_us(df: Any) -> float:
+def _busy_us(df: Any, pol: Policy) -> float:
     """Kernel time outside communication (configs/op_classes.yaml, as the windows class it).
 
     Judged per distinct type, name and core (a rank has a few hundred of each, and a million
@@ -262,7 +263,7 @@ def _busy_us(df: Any) -> float:
     from .windows.classes import default_rules
     from .windows.types import COMM
 
-    rules = default_rules()
+    rules = default_rules(pol)
 
     def comm(col: str, at: int) -> list[str]:
         values = df[col].drop_nulls().unique().to_list()
@@ -275,7 +276,7 @@ def _busy_us(df: Any) -> float:
 
 
 def measure_windows(cross: CrossRank, target_keys: set[tuple], *, lookback: int | None,
-                    min_window_us: float | None) -> None:
+                    min_window_us: float | None, policy: Policy) -> None:
     """Window pass: each parked rank's windows for the targets' signatures (one table at a
     time), recorded per (signature key, cluster): usable µs, or None with the reason."""
     import polars as pl
@@ -291,7 +292,8 @@ def measure_windows(cross: CrossRank, target_keys: set[tuple], *, lookback: int 
             continue
         df = pl.read_parquet(v.parked)
         res = find_windows(KernelTable(df), targets, lookback=lookback,
-                           min_window_us=min_window_us, all_signatures=v.signatures)
+                           min_window_us=min_window_us, all_signatures=v.signatures,
+                           policy=policy)
         del df
         for c in res.candidates:
             v.windows[(signature_key(c.target), c.cluster)] = (c.window.time_us, c.window.reason)

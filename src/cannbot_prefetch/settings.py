@@ -35,12 +35,6 @@ def load_yaml(path: Path, what: str = "YAML file") -> Any:
 
 
 @lru_cache(maxsize=None)
-def policy() -> dict[str, Any]:
-    """configs/policy.yaml: thresholds and defaults every stage agrees on (CONTRACTS.md)."""
-    return load_yaml(configs_dir() / "policy.yaml")
-
-
-@lru_cache(maxsize=None)
 def op_classes() -> dict[str, Any]:
     """configs/op_classes.yaml: MatMul-family types, window / memory-heavy / communication rules."""
     return load_yaml(configs_dir() / "op_classes.yaml")

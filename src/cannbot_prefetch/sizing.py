@@ -31,8 +31,8 @@ from typing import Any
 from .errors import InputError
 from .gain import GainInputs, expected
 from .i18n import said
-from .plan import Basis, Cap, Saving
-from .settings import policy
+from .contract.plan import Basis, Cap, Saving
+from .policy import Policy
 
 # role -> (formula label for the theoretical size, what H / I stand for)
 FORMULAS = {
@@ -136,9 +136,8 @@ def bound_size(base: int, caps) -> tuple[int, str]:
 
 def size_site(w: Weight, window: WindowTime, gain_in: GainInputs | None, hw: Any, *, in_flight: int = 1,
               user_cap: int | None = None, coefficient: float | None = None,
-              cmo_bw_gbps: float | None = None, pol: dict[str, Any] | None = None) -> Sized:
+              cmo_bw_gbps: float | None = None, pol: Policy) -> Sized:
     """Size one site. `hw`: a HardwareProfile (hbm_bw_bytes_per_s, l2_bytes, cmo_bw_gbps)."""
-    pol = pol or policy()
     sz = pol["sizing"]
     coef = float(sz["coefficient"] if coefficient is None else coefficient)
     if not 0 < coef <= 1:

@@ -194,7 +194,7 @@ def test_units_are_mib_and_microseconds(tmp_path):
     assert res.exit_code == 0, res.output
     import re
     assert not re.search(r"\d (us|MB)\b", res.output), re.findall(r".{30}\d (?:us|MB)\b", res.output)
-    assert "L2 192.0 MiB" in res.stdout and "weight MiB" in res.stdout
+    assert "L2 192.00 MiB" in res.stdout and "weight MiB" in res.stdout
     design = (tmp_path / "prefetch_design.md").read_text(encoding="utf-8")
     assert not re.search(r"\d us\b", design) and "None" not in design
 

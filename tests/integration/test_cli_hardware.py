@@ -75,7 +75,7 @@ def test_show_lang_zh():
 def fixed_rates(monkeypatch):
     """Fixed measured rates: these tests are about what calibrate writes and prints, not about
     how fast or loaded this machine is (tests/unit/test_hardware.py covers the measurement)."""
-    def backend(budget_s):
+    def backend(budget_s, lim):
         r = _calibrate.Rate
         return ({"fp32": r(0.4e12, 0.35e12, 5, "fp32 1024x1024")}, r(30e9, 28e9, 5, "128 MiB copy"),
                 "fixed mm", "fixed copy")

@@ -208,8 +208,9 @@ def _copy_modeling(family: str, dest: Path) -> Path:
 def design_gains(design: str) -> dict[str, tuple[float, float, float]]:
     """`- <site id>: low / mid / high µs per step` lines of the design's expected-saving section."""
     out = {}
-    for m in re.finditer(r"^- ([a-z0-9_.-]+): ([\d.]+) / ([\d.]+) / ([\d.]+) µs per step", design, re.M):
-        out[m.group(1)] = (float(m.group(2)), float(m.group(3)), float(m.group(4)))
+    num = r"([\d.,]+)"    # fmt.number: thousands separated
+    for m in re.finditer(rf"^- ([a-z0-9_.-]+): {num} / {num} / {num} µs per step", design, re.M):
+        out[m.group(1)] = tuple(float(m.group(i).replace(",", "")) for i in (2, 3, 4))
     return out
 
 

@@ -9,6 +9,7 @@ import yaml
 
 from cannbot_prefetch import hardware
 from cannbot_prefetch.hardware import calibration as _calibrate
+from cannbot_prefetch.policy import Policy
 from cannbot_prefetch.errors import InputError
 from cannbot_prefetch.profiling.table import ProfileInfo
 
@@ -198,7 +199,7 @@ def test_broken_user_profile_names_the_file(tmp_path, monkeypatch):
 def _fixed_backend(fp32=0.4e12, bf16=2.0e12, copy=30e9, median_share=0.9):
     """A calibration backend with fixed rates: tests of what calibrate writes must not depend on
     how fast or how loaded this machine is."""
-    def backend(budget_s):
+    def backend(budget_s, lim):
         rates = {k: _calibrate.Rate(v, v * median_share, 7, f"{k} 1024x1024")
                  for k, v in (("fp32", fp32), ("bf16", bf16)) if v is not None}
         return rates, _calibrate.Rate(copy, copy * median_share, 9, "128 MiB copy"), \
@@ -256,7 +257,7 @@ def test_rate_is_best_of_runs_with_the_median_kept():
                          clock=lambda: next(ticks))
     # runs of 0.5, 0.1, 0.3, 0.5 s; the deadline (t=1.0) has passed after the fourth
     assert r.runs == 4 and r.best == pytest.approx(10.0) and r.median == pytest.approx(1 / 0.3)
-    assert r.busy                                     # 10 / 3.33 = 3x > busy_spread 2
+    assert r.busy(2.0) and not r.busy(3.1)            # 10 / 3.33 = 3x
 
 
 def test_matmul_sizes_start_large_enough_to_time_the_multiplier():
@@ -267,6 +268,7 @@ def test_matmul_sizes_start_large_enough_to_time_the_multiplier():
         sizes.append(n)
         return lambda: None
     r = _calibrate._matmul_rate(make, budget_s=0.01, label="fp32",
+                                lim=Policy.load()["calibration"],
                                 clock=lambda: next(ticks) * 1e-4)
     assert sizes[0] >= 512 and r.size.startswith("fp32 ")
     assert sizes == sorted(sizes) and sizes[-1] <= 2048 and r.runs >= 3

@@ -158,7 +158,7 @@ def test_d12_every_field_checked_with_its_key_path(tmp_path, mutate, message):
     assert message in str(exc.value) and str(path) in str(exc.value)
 
 
-# the fields that reach source: each must match its grammar (plan/grammar.py)
+# the fields that reach source: each must match its grammar (contract/grammar.py)
 @pytest.mark.parametrize("where, key, value", [
     ("site", "id", "x\n        import os"),
     ("site", "id", "Upper"),

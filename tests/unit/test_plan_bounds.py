@@ -1,5 +1,5 @@
 """Bounds of the plan grammar and validation pinned at their edges (issue 34 part 4: a hand
-mutation run left the path-length bound of plan/grammar.py and the open lower bounds of
+mutation run left the path-length bound of contract/grammar.py (then plan/grammar.py) and the open lower bounds of
 plan/validate.py unkilled). Values at and beside each bound, worked out from the bounds
 themselves: MAX_PATH_PARTS = 32 parts; dtype_bytes and coefficient in (0, ...]."""
 

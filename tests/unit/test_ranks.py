@@ -24,6 +24,8 @@ from cannbot_prefetch.cli import app
 from cannbot_prefetch import analyze
 from cannbot_prefetch.ranks import CrossRank, RankSig, RankView, signature_key
 from cannbot_prefetch.windows import Candidate, PredOp, TargetSig, Window, WindowResult
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 REPO = Path(__file__).resolve().parents[2]
 LLAMA = REPO / "examples/llama3.2-1b-en"
@@ -232,10 +234,10 @@ def test_busy_time_leaves_out_communication_rows(samples):
     from cannbot_prefetch.windows.classes import default_rules
 
     df = load_profile(samples / L1 / "rank0_ascend_pt").table.df
-    rules = default_rules()
+    rules = default_rules(POLICY)
     comm = [rules.kind_of(t, n, c) == "communication"
             for t, n, c in df.select("type", "name", "core").iter_rows()]
     assert any(comm) and not all(comm)
     expected = sum(d or 0.0 for d, c in zip(df["dur_us"].to_list(), comm) if not c)
-    assert _busy_us(df) == pytest.approx(expected)
-    assert _busy_us(df) < float(df["dur_us"].sum())
+    assert _busy_us(df, POLICY) == pytest.approx(expected)
+    assert _busy_us(df, POLICY) < float(df["dur_us"].sum())

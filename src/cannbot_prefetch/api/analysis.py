@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 from .. import pipeline
 from ..errors import InputError
 from ..i18n import said
+from ..policy import Policy
 from ..status import Status
 
 Progress = Callable[..., None]     # progress(catalog key, **params), told each slow stage
@@ -35,25 +36,30 @@ class Analysis:
     path: str | None = None             # the profile as given (a job folder with rank="all")
     ranks: Any = None                   # rank="all": ranks.CrossRank (per-rank statistics)
     parked: Any = field(default=None, repr=False, compare=False)   # rank tables on disk
+    policy: Policy = field(default_factory=Policy.load, repr=False, compare=False)
+    # configs/policy.yaml, read once by load() and passed to every stage of this analysis
 
     @classmethod
     def load(cls, profile=None, *, rank: int | str | None = None, run: str | None = None,
              step: int | None = None, steps: tuple[int, int] | None = None,
              hardware: str | None = None, hbm_bw_tbps: float | None = None,
              peak_tflops: dict[str, float] | None = None, cmo_bw_gbps: float | None = None,
-             keep_tables: bool = True, progress: Progress | None = None) -> "Analysis":
+             keep_tables: bool = True, progress: Progress | None = None,
+             policy: Policy | None = None) -> "Analysis":
         """Read `profile` (any supported export; None: manual mode) and classify it.
         `hardware`: a part name or YAML file (default: detected, else 910B3 with a warning).
         `rank`: one of several ranks (default the lowest), or "all": every rank, the slowest
         analysed in full; `keep_tables` then parks each rank's table in a temp folder, so
-        windows() and plan() hold on every rank (removed by close())."""
+        windows() and plan() hold on every rank (removed by close()). `policy`: the thresholds
+        (default configs/policy.yaml, read here once and kept for windows() and plan())."""
+        pol = policy or Policy.load()
         tick = progress or _quiet
         warnings: list[str] = []
 
         def hardware_for(info):
             hw, said = pipeline.resolve_hardware(hardware, info, hbm_bw_tbps=hbm_bw_tbps,
                                                  peak_tflops=peak_tflops,
-                                                 cmo_bw_gbps=cmo_bw_gbps)
+                                                 cmo_bw_gbps=cmo_bw_gbps, policy=pol)
             warnings.extend(w for w in said if w not in warnings)
             return hw
 
@@ -63,21 +69,21 @@ class Analysis:
             if rank == "all":
                 loaded, roof, cross, parked = pipeline.read_all_ranks(
                     profile, hardware_for, run=run, step=step, steps=steps,
-                    keep_tables=keep_tables)
+                    keep_tables=keep_tables, policy=pol)
             else:
                 loaded = pipeline.read_profile(profile, rank=rank, run=run, step=step,
-                                               steps=steps)
+                                               steps=steps, policy=pol)
         info = loaded.info if loaded is not None else None
         hw = hardware_for(info)
         notes = list(info.notes) if info else []
         if loaded is not None:
             tick("progress.roofline")
-            roof = roof if roof is not None else pipeline.roofline(loaded, hw)
+            roof = roof if roof is not None else pipeline.roofline(loaded, hw, pol)
             notes.extend(roof.notes)
             if cross is not None:
                 notes.append(cross.note())
         return cls(loaded, hw, roof, tuple(warnings), tuple(notes), cmo_bw_gbps,
-                   None if profile is None else str(profile), cross, parked)
+                   None if profile is None else str(profile), cross, parked, pol)
 
     def close(self) -> None:
         """Remove the parked rank tables (rank="all"); windows() and plan() then see the
@@ -108,7 +114,7 @@ class Analysis:
     def shortlist(self, top: int = 10) -> "Shortlist":
         """Without model source: which top signatures are targets (memory-bound by the deciding
         verdict) and which are listed with the reason."""
-        targets, not_targets = pipeline.shortlist(self.roofline, top)
+        targets, not_targets = pipeline.shortlist(self.roofline, top, self.policy)
         return Shortlist(self, top, tuple(targets), tuple(not_targets))
 
     def windows(self, *, top: int = 10, lookback: int | None = None,
@@ -119,10 +125,10 @@ class Analysis:
         from ..plan.options import PlanOptions, src_map_entries
 
         if self.ranks is not None:
-            pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback)
+            pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
         not_targets, found = pipeline.windows(
             self.roofline, PlanOptions(top=top, lookback=lookback, min_window_us=min_window_us,
-                                       ranks=self.ranks))
+                                       ranks=self.ranks), self.policy)
         return Windows(tuple(found.candidates), tuple(not_targets) + tuple(found.rejections),
                        tuple(found.notes))
 
@@ -142,7 +148,7 @@ class Analysis:
 
         (progress or _quiet)("progress.plan")
         if self.ranks is not None and self.roofline is not None and not targets:
-            pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback)
+            pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
         popts = PlanOptions(
             lookback=lookback, tp=tp, moe_tp=moe_tp, experts_per_rank=experts_per_rank,
             targets=tuple(targets),
@@ -152,7 +158,8 @@ class Analysis:
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
         plan, design, rejections = pipeline.build_plan(self.roofline, self.info, self.hardware,
-                                                       model_src, model_config, popts)
+                                                       model_src, model_config, popts,
+                                                       self.policy)
         return Planned(self, top, plan, design, tuple(rejections), out)
 
 
@@ -250,14 +257,14 @@ class Planned:
         from . import analysis_json as aj
 
         return aj.document(self.analysis, top=self.top,
-                           candidates=[aj.site_json(v, self.analysis.hardware)
+                           candidates=[aj.site_json(v, self.analysis.hardware, self.analysis.policy)
                                        for v in self.design.sites],
                            rejections=[r.to_dict() for r in self.rejections],
                            notes=list(self.notes), outputs=list(outputs))
 
 
 _LOAD_OPTIONS = ("rank", "run", "step", "steps", "hardware", "hbm_bw_tbps", "peak_tflops",
-                 "cmo_bw_gbps")
+                 "cmo_bw_gbps", "policy")
 _PLAN_OPTIONS = ("model_config", "targets", "window", "tp", "moe_tp", "experts_per_rank", "dtype",
                  "mode", "call", "max_sites", "max_size_cap", "src_map", "lookback", "out", "lang")
 

@@ -51,7 +51,7 @@ def not_target_json(s, code: str, why: str) -> dict[str, Any]:
     return {"signature": sig_label(s), "reason_code": code, "reason": why}
 
 
-def gain_bounds_json(site, hw) -> dict[str, Any] | None:
+def gain_bounds_json(site, hw, policy) -> dict[str, Any] | None:
     """What the low / mid / high saving rests on (gain.py): the prefetch rate of each bound (low
     = one CMO stream, high = HBM), the window's HBM-idle time and the bytes hidden at each rate."""
     from ..gain import hidden_bytes, idle_us, inputs_of, rates
@@ -60,12 +60,12 @@ def gain_bounds_json(site, hw) -> dict[str, Any] | None:
     if g is None or hw is None:
         return None
     keys = ("low", "mid", "high")
-    return {"rate_gbps": dict(zip(keys, (round(r / 1e9, 1) for r in rates(g, hw)))),
+    return {"rate_gbps": dict(zip(keys, (round(r / 1e9, 1) for r in rates(g, hw, policy)))),
             "idle_us": round(idle_us(g, hw), 3),
-            "hidden_bytes": dict(zip(keys, hidden_bytes(site.max_size, g, hw)))}
+            "hidden_bytes": dict(zip(keys, hidden_bytes(site.max_size, g, hw, policy)))}
 
 
-def site_json(view, hw=None) -> dict[str, Any]:
+def site_json(view, hw=None, policy=None) -> dict[str, Any]:
     """A planned or listed site (plan.design_inputs.SiteView); `hw` the part the gain is for."""
     site = view.site
     return {
@@ -77,7 +77,7 @@ def site_json(view, hw=None) -> dict[str, Any]:
         "bound_by": site.basis.bound_by, "coefficient": site.basis.coefficient,
         "saving_us": ({"low": site.saving_us.low, "mid": site.saving_us.mid,
                        "high": site.saving_us.high} if site.saving_us is not None else None),
-        "gain_bounds": gain_bounds_json(site, hw),
+        "gain_bounds": gain_bounds_json(site, hw, policy) if policy is not None else None,
         "window": site.evidence.get("window"), "reason": view.reason or None}
 
 

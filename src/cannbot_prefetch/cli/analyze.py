@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..fmt import mib_number, number
 from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
 
@@ -130,18 +131,6 @@ def analyze(
         raise typer.Exit(result.status.exit_code)
 
 
-def _fmt(v, digits=1) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return str(v)
-
-
-def _mib(v) -> str:
-    return "-" if v is None else f"{v / (1 << 20):,.1f}"
-
-
 def _evidence_line(con, sigs: list[dict], lang: str) -> None:
     """One line: how many signatures each (verdict, deciding evidence) pair holds
     (roofline/verdict.py gemm_verdict); nothing when no signature has counters."""
@@ -197,7 +186,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     peaks = ", ".join(f"{k} {v:g}" for k, v in (hw.get("peaks") or {}).items())
     over = t("analyze.overrides", lang, text=hw["overrides"]) if hw.get("overrides") else ""
     con.print(t("analyze.hardware_line", lang, name=hw["name"], detected=_hardware_said(hw),
-                peaks=peaks, hbm=hw.get("hbm_bw"), l2=_mib(hw.get("l2_bytes")), overrides=over))
+                peaks=peaks, hbm=hw.get("hbm_bw"), l2=mib_number(hw.get("l2_bytes")), overrides=over))
     by_id = {s.get("sig_id"): s for s in doc["signatures"]}
     sigs = [by_id[i] for i in doc.get("top", []) if i in by_id]
     footnotes: list[str] = []
@@ -226,9 +215,9 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
                 footnotes.append(f"[{i}] {localize(s['note'], lang)}")
                 mark = f" [{i}]"
             table.add_row(str(i), s["type"], f"{s.get('input_shapes') or '-'}\n{s.get('dtypes') or '-'}",
-                          str(s["count"]), _fmt(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
-                          _mib(s.get("weight_bytes")), f"{_fmt(s.get('ai'))} / {_fmt(s.get('ridge'), 0)}",
-                          f"{_fmt(s.get('t_memory_us'), 2)} / {_fmt(s.get('t_compute_us'), 2)}",
+                          str(s["count"]), number(s["mean_us"]), f"{(s.get('share') or 0) * 100:.1f}%",
+                          mib_number(s.get("weight_bytes")), f"{number(s.get('ai'))} / {number(s.get('ridge'), 0)}",
+                          f"{number(s.get('t_memory_us'), 2)} / {number(s.get('t_compute_us'), 2)}",
                           f"{s.get('verdict') or '-'} / {s.get('measured_verdict') or '-'}{mark}")
         con.print(table)
         for f in footnotes:

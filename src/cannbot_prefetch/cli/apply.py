@@ -22,11 +22,8 @@ from typing import Annotated
 
 import typer
 
+from ..fmt import mib
 from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.2f} MiB"
 
 
 def _status(site_id: str, changes, done: bool, lang: str) -> str:
@@ -63,7 +60,7 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
         ins = s.insert
         table.add_row(s.id, f"{s.target.cls}.{s.target.attr}",
                       f"{ins.cls}.{ins.method} {ins.position} {ins.anchor_call}",
-                      s.dependency, _mib(s.max_size),
+                      s.dependency, mib(s.max_size),
                       decode_guard_text(s),
                       _status(s.id, changes, done, lang))
     out.print(table)

@@ -16,11 +16,12 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .. import yaml_safe
 
 from ..errors import InputError
+from ..policy import Policy
 
 COPY_BYTES = 128 * 1024 * 1024  # per buffer: larger than any last-level cache
 
@@ -34,15 +35,10 @@ class Rate:
     runs: int
     size: str              # what was timed, e.g. "fp32 1024x1024"
 
-    @property
-    def busy(self) -> bool:
-        """The median run was much slower than the best: other work shared the cores."""
-        return self.median > 0 and self.best / self.median > _limits()["busy_spread"]
-
-
-def _limits() -> dict[str, float]:
-    from ..settings import policy
-    return policy()["calibration"]
+    def busy(self, spread: float) -> bool:
+        """The median run was more than `spread` times slower than the best (policy
+        calibration.busy_spread): other work shared the cores."""
+        return self.median > 0 and self.best / self.median > spread
 
 
 def _rate(fn: Callable[[], Any], work: float, budget_s: float, min_reps: int, size: str,
@@ -68,11 +64,10 @@ def _rate(fn: Callable[[], Any], work: float, budget_s: float, min_reps: int, si
 
 
 def _matmul_rate(make: Callable[[int], Callable[[], Any]], budget_s: float, label: str,
-                 clock: Callable[[], float] = time.perf_counter) -> Rate:
+                 lim: Mapping[str, Any], clock: Callable[[], float] = time.perf_counter) -> Rate:
     """FLOP/s of an n x n GEMM. n starts at `matmul_min_n` (small GEMMs measure call overhead,
     not the multiplier) and doubles up to `matmul_max_n` while one run stays under a twentieth of
     the budget; then best-of-N (at least 3 runs) over the rest of the budget."""
-    lim = _limits()
     n = int(lim["matmul_min_n"])
     while True:
         run = make(n)
@@ -86,7 +81,7 @@ def _matmul_rate(make: Callable[[int], Callable[[], Any]], budget_s: float, labe
     return _rate(run, 2.0 * n ** 3, max(0.0, budget_s - dt), 3, f"{label} {n}x{n}", clock)
 
 
-def _torch_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
+def _torch_backend(budget_s: float, lim: Mapping[str, Any]) -> tuple[dict[str, Rate], Rate, str, str]:
     import torch  # noqa: PLC0415 (optional dependency)
 
     peaks: dict[str, Rate] = {}
@@ -95,7 +90,7 @@ def _torch_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
             a = torch.randn(n, n, dtype=dtype)
             b = torch.randn(n, n, dtype=dtype)
             return lambda: torch.mm(a, b)
-        peaks[key] = _matmul_rate(make, budget_s * share, key)
+        peaks[key] = _matmul_rate(make, budget_s * share, key, lim)
     src = torch.empty(COPY_BYTES // 4, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     bw = _rate(lambda: dst.copy_(src), 2.0 * COPY_BYTES, budget_s * 0.35, 3,
@@ -104,7 +99,7 @@ def _torch_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
     return peaks, bw, f"{tag}: repeated torch.mm", f"{tag}: repeated tensor copies"
 
 
-def _numpy_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
+def _numpy_backend(budget_s: float, lim: Mapping[str, Any]) -> tuple[dict[str, Rate], Rate, str, str]:
     import numpy as np  # noqa: PLC0415 (optional dependency)
 
     rng = np.random.default_rng(0)
@@ -113,7 +108,7 @@ def _numpy_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
         a = rng.standard_normal((n, n), dtype=np.float32)
         b = rng.standard_normal((n, n), dtype=np.float32)
         return lambda: np.matmul(a, b)
-    rate = _matmul_rate(make, budget_s * 0.6, "fp32")
+    rate = _matmul_rate(make, budget_s * 0.6, "fp32", lim)
     src = np.ones(COPY_BYTES // 4, dtype=np.float32)
     dst = np.empty_like(src)
     bw = _rate(lambda: np.copyto(dst, src), 2.0 * COPY_BYTES, budget_s * 0.4, 3,
@@ -122,29 +117,29 @@ def _numpy_backend(budget_s: float) -> tuple[dict[str, Rate], Rate, str, str]:
     return {"fp32": rate}, bw, f"{tag}: repeated np.matmul", f"{tag}: repeated array copies"
 
 
-def _how(r: Rate) -> str:
+def _how(r: Rate, spread: float) -> str:
     busy = (f"; the host was busy (median run {r.best / r.median:.1f}x slower than the best): "
-            "rerun on a quiet machine for a steadier number") if r.busy else ""
+            "rerun on a quiet machine for a steadier number") if r.busy(spread) else ""
     return f"best of {r.runs} runs of {r.size}{busy}"
 
 
-def _check_plausible(rates: dict[str, Rate], copy: Rate) -> None:
+def _check_plausible(rates: dict[str, Rate], copy: Rate, lim: Mapping[str, Any]) -> None:
     """Refuse numbers no real host gives (policy.yaml `calibration.plausible_*`): a GEMM rate of
     0.15 GFLOPS or a zero copy rate is the machine's load or the timer speaking, not the host,
     and a ridge built on it would make every op look compute- or latency-bound."""
-    lim = _limits()
     lo, hi = lim["plausible_tflops"]
+    spread = lim["busy_spread"]
     hint = ("rerun `cannbot prefetch hardware calibrate` on a quieter machine (or with more "
             "--seconds), or pass a profile you trust with --hardware NAME|FILE.yaml")
     for key, r in rates.items():
         tflops = r.best / 1e12
         if not lo <= tflops <= hi:
-            raise InputError(f"calibration measured a {key} GEMM at {tflops:.3g} TFLOPS ({_how(r)}), "
+            raise InputError(f"calibration measured a {key} GEMM at {tflops:.3g} TFLOPS ({_how(r, spread)}), "
                              f"outside the plausible {lo:g}-{hi:g} TFLOPS: not written", hint=hint)
     lo, hi = lim["plausible_bw_tbps"]
     if not lo <= copy.best / 1e12 <= hi:
         raise InputError(f"calibration measured memory bandwidth {copy.best / 1e12:.3g} TB/s "
-                         f"({_how(copy)}), outside the plausible {lo:g}-{hi:g} TB/s: not written",
+                         f"({_how(copy, spread)}), outside the plausible {lo:g}-{hi:g} TB/s: not written",
                          hint=hint)
 
 
@@ -222,8 +217,12 @@ def _target(out_path: str | Path | None) -> Path:
 
 
 def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
-                 method: str = "auto"):
-    """Measure, write the YAML (returns the profile read back from it)."""
+                 method: str = "auto", policy: Policy | None = None):
+    """Measure, write the YAML (returns the profile read back from it). `policy`: the
+    command's (calibration bounds, the CMO placeholder); None: the shipped one."""
+    pol = policy or Policy.load()
+    lim = pol["calibration"]
+    spread = lim["busy_spread"]
     from .profiles import from_dict
 
     if method not in ("auto", "torch", "numpy"):
@@ -237,9 +236,9 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         raise InputError("calibration needs torch or numpy to time a matmul, and neither is importable",
                          hint="pip install 'cannbot-prefetch[torch]'")
     budget = max(0.2, min(float(seconds), 8.0))
-    rates, copy, mm_how, copy_how = (_torch_backend if use == "torch" else _numpy_backend)(budget)
+    rates, copy, mm_how, copy_how = (_torch_backend if use == "torch" else _numpy_backend)(budget, lim)
     rates, not_native = _native_only(rates)
-    _check_plausible(rates, copy)
+    _check_plausible(rates, copy, lim)
     peaks = {k: r.best / 1e12 for k, r in rates.items()}
     bw = copy.best / 1e12
 
@@ -250,11 +249,11 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
     ram = _host_memory()
     cores = os.cpu_count()
     mhz = _cpu_mhz()
-    sources: dict[str, Any] = {f"peaks_tflops.{k}": f"{stamp} {mm_how}, {_how(r)}"
+    sources: dict[str, Any] = {f"peaks_tflops.{k}": f"{stamp} {mm_how}, {_how(r, spread)}"
                                for k, r in rates.items()}
     sources.update(not_native)
     sources.update({
-        "hbm_bw_tbps": f"{stamp} {copy_how}, {_how(copy)}, counted as read + write (host DRAM, not HBM)",
+        "hbm_bw_tbps": f"{stamp} {copy_how}, {_how(copy, spread)}, counted as read + write (host DRAM, not HBM)",
         "cube_cores": "os.cpu_count() on this host (logical CPUs; no cube cores)",
         "vector_cores": "os.cpu_count() on this host (logical CPUs)",
         "freq_mhz": "/proc/cpuinfo 'cpu MHz' of the first CPU at calibration time" if mhz else "not available",
@@ -263,7 +262,6 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         "hbm_bytes": "physical memory (sysconf) of this host" if ram else "not available",
         "cmo_bw_gbps": "not applicable on a CPU: policy.yaml sizing.cmo_bw_gbps placeholder (docs/sources.md, CMO rate)",
     })
-    from ..settings import policy
     doc = {
         "name": "cpu",
         "aliases": ["cpu", "host"],
@@ -274,7 +272,7 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         "hbm_bw_tbps": float(f"{bw:.6g}"),
         "hbm_bw_ini_tbps": None,
         "l2_bytes": llc, "hbm_bytes": ram,
-        "cmo_bw_gbps": float(policy().get("sizing", {}).get("cmo_bw_gbps", 285)),
+        "cmo_bw_gbps": float(pol["sizing"]["cmo_bw_gbps"]),
         "sources": sources,
     }
     target = _target(out_path)
@@ -285,4 +283,4 @@ def measure_host(out_path: str | Path | None = None, *, seconds: float = 3.0,
         target.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write the calibrated profile: {exc.strerror}", path=str(target)) from None
-    return from_dict(doc, str(target))
+    return from_dict(doc, str(target), policy=pol)

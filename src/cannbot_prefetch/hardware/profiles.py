@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..i18n import said as _said
+from ..policy import Policy
 from ..settings import configs_dir, load_yaml
 from .part import HardwareProfile, norm_name
 
@@ -37,8 +38,9 @@ _NUMERIC_FIELDS = ("cube_cores", "vector_cores", "freq_mhz", "hbm_bw_tbps", "l2_
 
 
 # --- loading ------------------------------------------------------------------------------------
-def from_dict(data: Any, path: str = "") -> HardwareProfile:
-    """Build a profile from one YAML document; names the file and the field when it is wrong."""
+def from_dict(data: Any, path: str = "", *, policy: Policy | None = None) -> HardwareProfile:
+    """Build a profile from one YAML document; names the file and the field when it is wrong.
+    `policy`: the run's, read (else the shipped one) only for a file without cmo_bw_gbps."""
     if not isinstance(data, dict):
         raise InputError("hardware profile is not a mapping", path=path)
     try:
@@ -62,8 +64,7 @@ def from_dict(data: Any, path: str = "") -> HardwareProfile:
             raise InputError(f"hardware profile field {key} is not a number: {value!r}", path=path) from None
     cmo = nums.pop("cmo_bw_gbps")
     if cmo is None:
-        from ..settings import policy
-        cmo = float(policy().get("sizing", {}).get("cmo_bw_gbps", 285))
+        cmo = float((policy or Policy.load())["sizing"]["cmo_bw_gbps"])
     nums.pop("hbm_bw_tbps")
     aliases = tuple(str(a) for a in (data.get("aliases") or []))
     if name not in aliases:
@@ -91,18 +92,18 @@ def _read_yaml(path: Path) -> Any:
     return load_yaml(path, "hardware profile")
 
 
-def _load_dir(folder: Path) -> list[HardwareProfile]:
+def _load_dir(folder: Path, policy: Policy | None) -> list[HardwareProfile]:
     if not folder.is_dir():
         return []
-    return [from_dict(_read_yaml(p), str(p)) for p in sorted(folder.glob("*.yaml"))]
+    return [from_dict(_read_yaml(p), str(p), policy=policy) for p in sorted(folder.glob("*.yaml"))]
 
 
-def available() -> list[HardwareProfile]:
+def available(*, policy: Policy | None = None) -> list[HardwareProfile]:
     """Shipped profiles, then user-calibrated ones; a user profile replaces a shipped one by name."""
     by_name: dict[str, HardwareProfile] = {}
-    for prof in _load_dir(configs_dir() / "hardware"):
+    for prof in _load_dir(configs_dir() / "hardware", policy):
         by_name[norm_name(prof.name)] = prof
-    for prof in _load_dir(user_dir()):
+    for prof in _load_dir(user_dir(), policy):
         by_name[norm_name(prof.name)] = prof
     return list(by_name.values())
 
@@ -115,7 +116,7 @@ def _is_file_ref(name: str) -> bool:
     return name.lower().endswith((".yaml", ".yml")) or "/" in name or os.sep in name
 
 
-def load(name: str) -> HardwareProfile:
+def load(name: str, *, policy: Policy | None = None) -> HardwareProfile:
     """A profile by name or alias (case-insensitive), or from a YAML file (`calibrate --out`
     writes one anywhere). Unknown -> InputError listing the known names."""
     if _is_file_ref(name):
@@ -123,8 +124,8 @@ def load(name: str) -> HardwareProfile:
         if not path.is_file():
             raise InputError("hardware profile file not found", path=str(path),
                              hint="give a part name (`cannbot prefetch hardware list`) or a YAML file")
-        return from_dict(_read_yaml(path), str(path))
-    profiles = available()
+        return from_dict(_read_yaml(path), str(path), policy=policy)
+    profiles = available(policy=policy)
     for prof in profiles:
         if prof.matches(name):
             return prof
@@ -140,23 +141,23 @@ def _match_soc(soc: str, profiles: list[HardwareProfile]) -> HardwareProfile | N
     return None
 
 
-def _match_cores(cores: int, mhz: float, profiles: list[HardwareProfile]) -> list[HardwareProfile]:
-    """Profiles with this cube-core count and frequency (within policy
+def _match_cores(cores: int, mhz: float, profiles: list[HardwareProfile], share: float,
+                 ) -> list[HardwareProfile]:
+    """Profiles with this cube-core count and frequency (within `share`, policy
     `profiling.freq_match_share`), Ascend first, 910B before A3."""
-    from ..settings import policy
-    share = float(policy()["profiling"]["freq_match_share"])
     hits = [p for p in profiles if not p.measured and p.cube_cores == cores and p.freq_mhz
             and abs(p.freq_mhz - mhz) <= share * p.freq_mhz]
     return sorted(hits, key=lambda p: (p.vendor != "Huawei", p.name))
 
 
-def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProfile:
+def resolve(name: str | None, info: "ProfileInfo | None" = None, *,
+            policy: Policy | None = None) -> HardwareProfile:
     """The part to use: explicit `name` wins; else the profile's SoC name; else its (cube cores,
     MHz); else 910B3, with `detected_from` saying it is an assumption (the caller warns)."""
     if name:
-        prof = load(name)
+        prof = load(name, policy=policy)
         return replace(prof, detected_from=f"--hardware {name}")
-    profiles = available()
+    profiles = available(policy=policy)
     soc = getattr(info, "soc", None) if info is not None else None
     if soc:
         prof = _match_soc(soc, profiles)
@@ -165,15 +166,16 @@ def resolve(name: str | None, info: "ProfileInfo | None" = None) -> HardwareProf
     cores = getattr(info, "cube_cores", None) if info is not None else None
     mhz = getattr(info, "freq_mhz", None) if info is not None else None
     if cores and mhz:
-        hits = _match_cores(int(cores), float(mhz), profiles)
+        hits = _match_cores(int(cores), float(mhz), profiles,
+                            float((policy or Policy.load())["profiling"]["freq_match_share"]))
         if hits:
             also = [p.name for p in hits[1:]]
             extra = _said("part.hw_same_numbers", names=", ".join(also)) if also else ""
             return replace(hits[0], detected_from=_said("said.hw_detected", cores=cores, mhz=mhz, extra=extra))
     if getattr(info, "chip_class", None) == "A1":
         # The counter layout says Ascend 910 (A1-class), not which 910 part: still an assumption.
-        return replace(load(A1_PART), detected_from=_said("said.hw_assumed_a1", part=A1_PART))
-    prof = load(DEFAULT_PART)
+        return replace(load(A1_PART, policy=policy), detected_from=_said("said.hw_assumed_a1", part=A1_PART))
+    prof = load(DEFAULT_PART, policy=policy)
     if info is None:   # manual mode: no profile to detect a part from
         return replace(prof, detected_from=_said("said.hw_default", part=DEFAULT_PART))
     said = []
@@ -193,7 +195,7 @@ def is_assumed(prof: HardwareProfile) -> bool:
 
 
 def calibrate(out_path: str | Path | None = None, *, seconds: float = 3.0,
-              method: str = "auto") -> HardwareProfile:
+              method: str = "auto", policy: Policy | None = None) -> HardwareProfile:
     """Measure this host's matmul rate and memory bandwidth; write and return a `cpu` profile."""
     from .calibration import measure_host
-    return measure_host(out_path, seconds=seconds, method=method)
+    return measure_host(out_path, seconds=seconds, method=method, policy=policy)

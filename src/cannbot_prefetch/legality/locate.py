@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..plan import grammar
+from ..contract import grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, names_and_calls, parse_view
 from .kinds import not_a_tensor, tensor_field
 from .lookup import (base_with, enclosing_block_stmt, find_anchors, find_class, has_attr,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..plan import Insert, Join, Site
+from ..contract.plan import Insert, Join, Site
 from ..pysource import ClassInfo, Method, Stmt
 
 # kinds: "missing" = the plan names something that is not in the file (bad input, exit 2);

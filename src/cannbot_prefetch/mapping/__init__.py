@@ -19,8 +19,8 @@ from typing import Callable
 from .. import reasons
 from ..legality import Placement
 from ..roofline.shapes import dtype_bytes
-from ..settings import policy
-from ..windows import Candidate, PredOp, Rejection
+from ..policy import Policy
+from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all
 from .guard import guard_for
 from .precedes import precedes
@@ -97,8 +97,11 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
 class Mapper:
     """Holds the flattened forward pass of the model's root class."""
 
-    def __init__(self, ms: ModelSource, src_map=(), root: str | None = None, mode: str = "eager"):
+    def __init__(self, ms: ModelSource, src_map=(), root: str | None = None, mode: str = "eager",
+                 *, policy: Policy):
         self.ms = ms
+        self.calls_back = int(policy["windows"]["source_calls_back"])
+        self.window_rules = default_rules(policy)   # norm kernels, when calls stand for ops
         self.src_map = tuple(src_map)
         self._events: dict[str, list[Event]] = {}
         rs = [root] if root else roots(ms, self._events)
@@ -174,8 +177,7 @@ class Mapper:
             prev = self._previous_layer(t_idx, [p], op, want)
             if prev is not None:
                 return prev
-        back = int(policy()["windows"]["source_calls_back"])
-        for i in pool[:back]:    # no stack: the nearest event of the right kind
+        for i in pool[:self.calls_back]:    # no stack: the nearest event of the right kind
             e = self.events[i]
             if _fits(self.ms, e, op, want):
                 return i
@@ -265,7 +267,8 @@ class Mapper:
         if pl.note:
             notes.append(pl.note)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
-        k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl)
+        k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl,
+                           self.window_rules)
         g, gwhy = guard_for(self.ms, pl, self.events)
         return Mapped(lin, pl, method, role, wcall, tuple(notes),
                       layer_depth(self.ms, e.path) is not None, k, how, g, gwhy)

@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..legality import Placement
 from ..legality.lookup import statement_ids
-from ..plan import Insert, Join
+from ..contract.plan import Insert, Join
 from ..pysource import call_name
 from .source import Hop, ModelSource
 from .values import post_calls

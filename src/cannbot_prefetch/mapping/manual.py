@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import InputError, SourceError
-from ..plan import Insert, Join
+from ..contract.plan import Insert, Join
 from ..pysource import call_name
 from .flatten import flatten
 from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr

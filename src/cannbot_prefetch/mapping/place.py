@@ -28,7 +28,7 @@ from typing import Iterator
 
 from ..legality import Placement
 from ..legality.kinds import not_a_tensor, tensor_field
-from ..plan import Insert, Join
+from ..contract.plan import Insert, Join
 from .after_step import after_chain, after_unpack
 from .source import Event, LinearAttr, ModelSource
 from .values import call_node, carrier_first, input_of, outputs_of, stmt_at

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..windows import default_rules
 from .source import Event, ModelSource
 from .stack import model_places
 
@@ -28,13 +27,13 @@ _VIEWS = {"view", "reshape", "transpose", "contiguous", "size", "unsqueeze", "sq
 
 
 def precedes(ms: ModelSource, events: list[Event], src_map, cand: Any, t_idx: int,
-             pl: Any) -> tuple[int | None, str]:
+             pl: Any, rules: Any) -> tuple[int | None, str]:
     """(index into cand.lead of the first op after the insertion, "stack" | "calls")."""
     if cand.lead_stack and pl.stmt is not None:
         k = _by_stack(ms, src_map, cand, pl)
         if k != "unknown":
             return k, "stack"
-    return _by_calls(events, cand, t_idx, pl), "calls"
+    return _by_calls(events, cand, t_idx, pl, rules), "calls"
 
 
 def _line_in(stack: str, ms: ModelSource, src_map, cls: str, method: str) -> int | None:
@@ -98,7 +97,7 @@ def _kernel_calls(events: list[Event], idx: list[int]) -> list[str]:
     return out
 
 
-def _by_calls(events: list[Event], cand, t_idx: int, pl) -> int | None:
+def _by_calls(events: list[Event], cand, t_idx: int, pl, rules) -> int | None:
     if pl.shift == "exact":
         return len(cand.window.ops) - 1
     d, inv = _invocation(events, t_idx, pl.insert.cls, pl.insert.method)
@@ -123,7 +122,6 @@ def _by_calls(events: list[Event], cand, t_idx: int, pl) -> int | None:
     # the calls before the first linear (nearest the target first) each stand for the next
     # non-MatMul op back; a norm kernel only for a norm call (a call that slices or views,
     # `slice_logits_to_keep`, launches none: windows `norms`)
-    rules = default_rules()
     for c in reversed(calls[:calls.index("linear")] if n_lin else calls):
         if k + 1 >= len(lead) or lead[k + 1].matmul:
             break

@@ -38,7 +38,9 @@ from ..mapping import Mapped, Mapper
 from ..mapping.config import load_config
 from ..mapping.source import ModelSource, load_model_source
 from ..mapping.stack import parse_src_map
-from ..settings import configs_dir, policy
+from ..policy import Policy
+from ..settings import configs_dir
+from ..gain import optimistic_share
 from ..sizing import Sized
 from ..windows import Candidate, Rejection, TargetSig, Window, find_windows
 from ..windows.placed import placed_window
@@ -53,13 +55,14 @@ from .switch_reach import unreachable_notes
 
 
 def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.PathLike,
-               config: str | os.PathLike | dict | None, options: PlanOptions,
+               config: str | os.PathLike | dict | None, options: PlanOptions, *,
+               policy: Policy | None = None,
                ) -> tuple[Plan, DesignInputs, tuple[Rejection, ...]]:
-    pol = policy()
+    pol = policy or Policy.load()
     opts = with_defaults(options, pol)
     if hw is None:
         from ..hardware import resolve
-        hw = resolve(None, profile_info)
+        hw = resolve(None, profile_info, policy=pol)
     cfg, cfg_path, ms, mapper = _source(model_src, config, opts, pol)
     notes: list[str] = []
     rejections: list[Rejection] = []
@@ -107,21 +110,22 @@ def build_plan(roofline: Any, profile_info: Any, hw: Any, model_src: str | os.Pa
         profile=profile_dict(profile_info),
         signatures=tuple(sig_dict(s) for s in signatures), sites=tuple(site_views),
         rejections=tuple(rejections), model_files=tuple(ms.files), notes=tuple(notes),
-        ranks=opts.ranks)
+        ranks=opts.ranks, optimistic_share=optimistic_share(pol))
     return plan, design, tuple(rejections)
 
 
-def target_windows(roofline, options: PlanOptions, cfg: dict[str, Any] | None = None):
+def target_windows(roofline, options: PlanOptions, cfg: dict[str, Any] | None = None, *,
+                   policy: Policy | None = None):
     """Seed steps 1-2 as build_plan takes them, without model source (the API's
     `Analysis.windows()`): (targets' rejections, WindowResult). `cfg`: the model's config.json,
     when known (decode vs prefill by query length uses its attention sizes)."""
-    pol = policy()
+    pol = policy or Policy.load()
     _, not_targets, res = _windows(roofline, with_defaults(options, pol), pol, cfg or {},
                                    getattr(roofline, "hardware", None))
     return not_targets, res
 
 
-def _windows(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, Any], hw):
+def _windows(roofline, opts: PlanOptions, pol: Policy, cfg: dict[str, Any], hw):
     """The targets (memory-bound on every rank that sets their pace, with --rank all) and their
     windows (the smallest across ranks): (signatures examined, rejections, WindowResult)."""
     signatures, targets, not_targets = _targets(roofline, opts, pol, cfg)
@@ -130,7 +134,7 @@ def _windows(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, An
         not_targets = [*not_targets, *off_rank]
     res = find_windows(roofline.table, targets, lookback=opts.lookback,
                        min_window_us=opts.min_window_us, all_signatures=roofline.signatures,
-                       hbm_bps=hbm_bps(hw))
+                       hbm_bps=hbm_bps(hw), policy=pol)
     if opts.ranks is not None:
         res = opts.ranks.windows(res)
     return signatures, not_targets, res
@@ -138,7 +142,7 @@ def _windows(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, An
 
 # ------------------------------------------------------------------------------ pieces
 
-def _targets(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, Any]):
+def _targets(roofline, opts: PlanOptions, pol: Policy, cfg: dict[str, Any]):
     """Seed step 1: the top memory-bound signatures -> (examined, targets, rejections). Prefill
     is listed first (decode only); then the deciding verdict (measured where counters exist)
     must be memory-bound: latency- and compute-bound ops are listed with the reason."""
@@ -165,12 +169,13 @@ def _targets(roofline, opts: PlanOptions, pol: dict[str, Any], cfg: dict[str, An
     return signatures, targets, rejections
 
 
-def _source(model_src, config, opts: PlanOptions, pol: dict):
+def _source(model_src, config, opts: PlanOptions, pol: Policy):
     """(config, its path, ModelSource, Mapper): what mapping knows of the model."""
     cfg, cfg_path = _config(config, model_src)
     ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
     ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
-    return cfg, cfg_path, ms, Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode)
+    return cfg, cfg_path, ms, Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode,
+                                    policy=pol)
 
 
 def _config(config, model_src) -> tuple[dict[str, Any], str]:

@@ -9,9 +9,7 @@ both languages is in the catalog (configs/messages.yaml, `design.*`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..gain import optimistic_share
+from ..fmt import mib, mib_number, number, size_text
 from ..i18n import localize, texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
@@ -19,16 +17,6 @@ from .schema import ENV_SIZE, ENV_SWITCH, call_form, decode_guard_text
 from .ranks_design import rank_lines
 
 
-def _fmt(v: Any, nd: int = 1) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    return str(v)
-
-
-def _mib(n: int) -> str:
-    return f"{n:,} B ({n / 2**20:.2f} MiB)"
 
 
 def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str:
@@ -41,7 +29,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     hw = d.hardware
     L.append("- " + t["hw_line"].format(
         label=t["hw"], name=hw.get("name"), hbm=hw.get("hbm_bw_tbps"),
-        l2=f"{(hw.get('l2_bytes') or 0) / 2**20:.0f}", cmo=hw.get("cmo_bw_gbps"),
+        l2=mib_number(hw.get('l2_bytes') or 0), cmo=hw.get("cmo_bw_gbps"),
         detected=loc(hw.get("detected_from", ""))))
     if d.profile:
         L.append("- " + t["profile_line"].format(
@@ -66,9 +54,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
             why = (t["labelled"].format(label=f"`{s.get('evidence')}`", text=loc(s.get("evidence_why")))
                    if s.get("evidence")
                    else "roofline")
-            L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {_fmt(s['mean_us'])} | "
-                     f"{_fmt(s['t_memory_us'])} | {_fmt(s['t_compute_us'], 2)} | "
-                     f"{_fmt(s['ai'])} / {_fmt(s['ridge'])} | {s['verdict']} "
+            L.append(f"| {s['type']} `{s['input_shapes']}` | {s['count']} | {number(s['mean_us'])} | "
+                     f"{number(s['t_memory_us'])} | {number(s['t_compute_us'], 2)} | "
+                     f"{number(s['ai'])} / {number(s['ridge'])} | {s['verdict']} "
                      f"({s['measured_verdict'] or '–'}) | {why.replace('|', '/')} |")
     else:
         L.append(t["roofline_none"])
@@ -116,8 +104,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L += [f"**{v.site.id}** — {' × '.join(map(str, b.dims))}, {b.dtype_bytes:g} B/elem, "
               f"`{b.formula}`", "", t["cap_head"], "|---|---:|---|---|"]
         for c in b.caps:
-            L.append(f"| {c.name} | {_mib(c.bytes)} | {_binds(c, b.bound_by, t)} | {loc(c.note)} |")
-        L += ["", t["bound"].format(bound=b.bound_by, size=_mib(v.site.max_size)), ""]
+            L.append(f"| {c.name} | {size_text(c.bytes)} | {_binds(c, b.bound_by, t)} | {loc(c.note)} |")
+        L += ["", t["bound"].format(bound=b.bound_by, size=size_text(v.site.max_size)), ""]
         L += _ladder_lines(v.site, t)
         weight = next((c.bytes for c in b.caps if c.name == "weight"), 0)
         if weight and v.site.max_size < 0.5 * weight and b.bound_by != "coefficient":
@@ -127,18 +115,18 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
                                     why=why), ""]
     for v in listed:
         b = v.site.basis
-        caps = ", ".join(f"{c.name} {c.bytes / 2**20:.1f} MiB" + ("" if c.binding else t["paren"].format(x=t["risk_only"]))
+        caps = ", ".join(f"{c.name} {mib(c.bytes)}" + ("" if c.binding else t["paren"].format(x=t["risk_only"]))
                          for c in b.caps)
         L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["listed"]) + f"{caps} → "
-                 f"{t['bound'].format(bound=b.bound_by, size=_mib(v.site.max_size))}")
+                 f"{t['bound'].format(bound=b.bound_by, size=size_text(v.site.max_size))}")
     if listed:
         L.append("")
 
-    opt = f"{optimistic_share():.0%}"
+    opt = f"{d.optimistic_share:.0%}"
     cmo = next((v.site.evidence.get("cmo_gbps") for v in planned
                 if (v.site.evidence or {}).get("cmo_gbps")), hw.get("cmo_bw_gbps"))
     L += [f"## {t['saving']}", "",
-          t["saving_note"].format(opt=opt, cmo=_fmt(cmo), hbm=hw.get("hbm_bw_tbps")), ""]
+          t["saving_note"].format(opt=opt, cmo=number(cmo), hbm=hw.get("hbm_bw_tbps")), ""]
     for v in planned + listed:
         ev = v.site.evidence
         po = ev.get("saving_per_op_us", {})
@@ -147,8 +135,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
             L.append(f"- {v.site.id}: {t['unknown']}")
             continue
         L.append("- " + t["saving_line"].format(
-            id=v.site.id, low=_fmt(s.low), mid=_fmt(s.mid), high=_fmt(s.high),
-            per_op=_fmt(po.get("mid")), mean=_fmt(ev.get("mean_us")),
+            id=v.site.id, low=number(s.low), mid=number(s.mid), high=number(s.high),
+            per_op=number(po.get("mid")), mean=number(ev.get("mean_us")),
             opt=t["optimistic"].format(opt=opt) if ev.get("optimistic") else ""))
     L.append("")
 
@@ -220,11 +208,12 @@ def _ladder_lines(site, t: dict[str, str]) -> list[str]:
     up = [c for c in site.ladder.get("up", []) if c > c0]        # as rung_sizes keeps them
     down = [c for c in site.ladder.get("down", []) if 0 < c < c0]
 
-    def fmt(coefs, sizes):
-        return " → ".join(f"{c:g}: {n / 2**20:.2f} MiB" for c, n in zip(coefs, sizes)) or "–"
+    def rungs_text(coefs, sizes):
+        return " → ".join(f"{c:g}: {mib(n)}" for c, n in zip(coefs, sizes)) or "–"
     return [t["ladder_sizes"].format(
-        planned=f"{site.max_size / 2**20:.2f} MiB", coef=f"{c0:g}",
-        up=fmt(up, rungs.get("up", [])), down=fmt(down, rungs.get("down", [])), id=site.id), ""]
+        planned=mib(site.max_size), coef=f"{c0:g}",
+        up=rungs_text(up, rungs.get("up", [])), down=rungs_text(down, rungs.get("down", [])),
+        id=site.id), ""]
 
 
 def _why(v: SiteView, t: dict[str, str], lang: str = "en") -> str:
@@ -235,7 +224,7 @@ def _why(v: SiteView, t: dict[str, str], lang: str = "en") -> str:
     key = "why_counters" if ev.get("verdict_by") == "counters" else "why_roofline"
     return t[key].format(type=c.target.type, why=localize(ev.get("verdict_why", ""), lang),
                          roof=ev.get("verdict", "–"), rwhy=localize(ev.get("roofline_why", ""), lang),
-                         n=f"{c.per_step:g}", mean=_fmt(c.mean_us))
+                         n=f"{c.per_step:g}", mean=number(c.mean_us))
 
 
 def _window_text(v: SiteView, t: dict[str, str]) -> str:
@@ -248,8 +237,8 @@ def _window_text(v: SiteView, t: dict[str, str]) -> str:
     reason = t[f"reason_{w.branch}"].format(op=w.start_op.type, ops=ops, why=w.start_op.why)
     if w.instances < c.instances:
         reason += t["reason_agree"].format(n=w.instances, total=c.instances)
-    return t["window_line"].format(branch=w.branch, reason=reason, time=_fmt(w.time_us),
-                                   min=_fmt(w.min_us), inst=w.instances, ov=_fmt(w.overlap_us))
+    return t["window_line"].format(branch=w.branch, reason=reason, time=number(w.time_us),
+                                   min=number(w.min_us), inst=w.instances, ov=number(w.overlap_us))
 
 
 def _mode_line(plan, t) -> str:

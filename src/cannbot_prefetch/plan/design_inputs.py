@@ -36,6 +36,7 @@ class DesignInputs:
     sites: tuple[SiteView, ...]                # planned first, then mapped but not planned
     rejections: tuple[Rejection, ...]
     model_files: tuple[str, ...]
+    optimistic_share: float                    # the run's policy benefit.optimistic_op_share
     notes: tuple[str, ...] = ()
     ranks: Any = None                          # --rank all: the CrossRank (design: the spread)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import InputError
+from ..policy import Policy
 from .schema import CALL_FORMS, MODES
 
 
@@ -33,6 +34,8 @@ class PlanOptions:
     config_path: str = "enable_prefetch"   # switch key path read from the model's config
     ranks: Any = None                      # --rank all: ranks.CrossRank (targets and windows
                                            # that hold on every rank); None for one rank
+    policy: Policy | None = None           # the run's Policy: set by with_defaults, so every
+                                           # step of the plan reads the one build_plan was given
 
 
 def src_map_entries(pairs) -> tuple[str, ...]:
@@ -41,7 +44,7 @@ def src_map_entries(pairs) -> tuple[str, ...]:
     return tuple(f"{a}={b}" for a, b in pairs)
 
 
-def with_defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
+def with_defaults(o: PlanOptions, pol: Policy) -> PlanOptions:
     mode = o.mode or pol["plan"].get("mode", "eager")
     if mode not in MODES:
         raise InputError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -61,7 +64,7 @@ def with_defaults(o: PlanOptions, pol: dict[str, Any]) -> PlanOptions:
         raise InputError(f"--moe-tp must be at least 1, not {o.moe_tp}")
     if o.lang not in ("en", "zh"):
         raise InputError(f"--lang must be en or zh, not {o.lang!r}")
-    return replace(o, mode=mode, max_sites=max_sites,
+    return replace(o, mode=mode, max_sites=max_sites, policy=pol,
                    max_query_len=o.max_query_len if o.max_query_len is not None
                    else int(pol["sizing"]["decode_max_query_len"]),
                    top=o.top if o.top is not None else int(pol["report"]["top_n"]),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..fmt import size_text
 from .design_inputs import DesignInputs, SiteView
 
 W, MARGIN, OP_Y, OP_H = 1000, 30, 110, 40
@@ -113,10 +114,6 @@ def busy_share(op: Op, hbm_bps: float) -> float:
     return min(op.bytes / hbm_bps * 1e6 / dur, 1.0)
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB"
-
-
 def _svg(ops: tuple[Op, ...], arrows: tuple[Arrow, ...], hbm: float, ids: tuple[str, ...]) -> str:
     t0 = min([o.start_us for o in ops] + [a.dep_us for a in arrows])
     t1 = max(o.end_us for o in ops)
@@ -162,7 +159,7 @@ def _svg(ops: tuple[Op, ...], arrows: tuple[Arrow, ...], hbm: float, ids: tuple[
                  f'L{xt:.1f},{OP_Y + OP_H + 2}" fill="none" stroke="#c0392b" stroke-width="1.5" '
                  f'marker-end="url(#head)"/>'
                  f'<text x="{min(xd, xt) + 4:.1f}" y="{y + 14}">{escape(a.site_id)}: '
-                 f'{a.max_size:,} B ({_mib(a.max_size)}) over a {a.window_us:.1f} µs window</text></g>')
+                 f'{size_text(a.max_size)} over a {a.window_us:.1f} µs window</text></g>')
     L.append('</svg>')
     return "\n".join(L) + "\n"
 

@@ -11,7 +11,6 @@ from ..gain import GainInputs
 from ..i18n import said
 from ..mapping import Mapped
 from ..roofline.shapes import dtype_bytes
-from ..settings import policy
 from ..sizing import Sized, Weight, WindowTime, size_site
 from ..windows import Candidate, TargetSig
 from .options import PlanOptions
@@ -54,7 +53,8 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     w = _weight(m, b, cfg or {}, opts)
     if cand is None:
         return size_site(w, WindowTime(None), None, hw, in_flight=in_flight,
-                         user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+                         user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps,
+                         pol=opts.policy)
     # an "earlier" insertion also overlaps work before the window (a MatMul): that time is not
     # free bandwidth, so only the measured window counts (and the site ranks after exact ones)
     time_us = effective_window_us(cand, m)
@@ -65,10 +65,11 @@ def size_mapped(m: Mapped, cand: Candidate | None, hw, opts: PlanOptions, in_fli
     if hit is not None:   # only the experts the tokens hit are read (moe.py)
         g = replace(g, useful_share=hit.share)
     sized = size_site(w, WindowTime(time_us, wbytes), g, hw, in_flight=in_flight,
-                      user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps)
+                      user_cap=opts.max_size_cap, cmo_bw_gbps=opts.cmo_bw_gbps,
+                      pol=opts.policy)
     if hit is None:
         return sized
-    floor = float(policy()["sizing"]["moe_min_hit_share"])
+    floor = float(opts.policy["sizing"]["moe_min_hit_share"])
     blocked = "" if hit.share >= floor else said("said.moe_blocked", share=hit.share, floor=floor)
     return replace(sized, notes=sized.notes + (f"MoE: {hit.text()}",), blocked=blocked)
 

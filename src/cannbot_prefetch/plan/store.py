@@ -10,15 +10,16 @@ from .. import yaml_safe
 from ..atomic import write_atomic
 from ..errors import PlanError
 from .schema import Plan, plan_to_dict
+from ..policy import Policy
 from .validate import plan_from_dict
 
 MAX_PLAN_BYTES = 16 << 20      # a plan with hundreds of sites is well under 1 MiB
 
 
-def load_plan(path: str | os.PathLike) -> Plan:
+def load_plan(path: str | os.PathLike, *, policy: Policy | None = None) -> Plan:
     p = Path(path)
     data = yaml_safe.load_file(p, "plan file", MAX_PLAN_BYTES, PlanError)
-    return plan_from_dict(data, str(p))
+    return plan_from_dict(data, str(p), policy=policy)
 
 
 def dump_plan(plan: Plan) -> str:

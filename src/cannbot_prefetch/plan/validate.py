@@ -9,7 +9,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import PlanError
-from . import grammar
+from ..policy import Policy
+from ..contract import grammar
 from .schema import (CALL_FORMS, MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
                      Insert, Join, Plan, Saving, Site, Switch, Target)
 
@@ -280,12 +281,9 @@ def _rejections(r: _Reader) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def _override_range(key: str) -> tuple[float | None, float | None]:
-    """What a recorded override may be: policy.yaml calibration.plausible_* (no host outside
-    them; 1e-300 TB/s would overflow every time computed from it)."""
-    from ..settings import policy
-
-    cal = policy()["calibration"]
+def _override_range(key: str, cal) -> tuple[float | None, float | None]:
+    """What a recorded override may be: policy.yaml calibration.plausible_* (`cal`; no host
+    outside them; 1e-300 TB/s would overflow every time computed from it)."""
     bw_lo, bw_hi = (float(x) for x in cal["plausible_bw_tbps"])
     if key == "hbm_bw_tbps":
         return bw_lo, bw_hi
@@ -297,7 +295,7 @@ def _override_range(key: str) -> tuple[float | None, float | None]:
     return None, None
 
 
-def _created_from(r: _Reader) -> dict[str, Any]:
+def _created_from(r: _Reader, policy: Policy | None) -> dict[str, Any]:
     cf = r.get("created_from", dict, {})
     cr = _Reader(cf, "created_from", r.source)
     for key in ("profile", "hardware", "hardware_file"):
@@ -307,8 +305,9 @@ def _created_from(r: _Reader) -> dict[str, Any]:
         cr.get("inputs", dict)
     if cf.get("hardware_overrides") is not None:
         hr = cr.sub("hardware_overrides")
+        cal = (policy or Policy.load())["calibration"]   # read only where overrides are
         for k in cf["hardware_overrides"]:
-            lo, hi = _override_range(str(k))
+            lo, hi = _override_range(str(k), cal)
             if lo is None:
                 raise hr.fail(k, "is no hardware number analyze overrides (hbm_bw_tbps, "
                                  "cmo_bw_gbps, peaks_tflops.<dtype>)")
@@ -316,7 +315,9 @@ def _created_from(r: _Reader) -> dict[str, Any]:
     return cf
 
 
-def plan_from_dict(data: Any, source: str = "plan") -> Plan:
+def plan_from_dict(data: Any, source: str = "plan", *, policy: Policy | None = None) -> Plan:
+    """Plain data -> Plan, every field checked. `policy`: the run's (the override bounds); a
+    plan read alone (apply, a library caller) reads the shipped one."""
     r = _Reader(data, "", source)
     version = r.get("version", int)
     if version != PLAN_VERSION:
@@ -341,7 +342,7 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         call=r.get("call", str, None, CALL_FORMS),
         switch=switch,
         status=r.get("status", str, "proposed", STATUSES),
-        created_from=_created_from(r),
+        created_from=_created_from(r, policy),
         rejections=_rejections(r),
         version=version,
         tool_version=r.text("tool_version", __version__),

@@ -14,7 +14,7 @@ import polars as pl
 
 from ..errors import InputError
 from ..i18n import said
-from ..settings import policy
+from ..policy import Policy
 from . import columns as C
 from .companions import BORROWS_STACKS, find_companions
 from .csv_reader import read_csv_rows
@@ -33,7 +33,7 @@ ANALYSIS_COUNTERS = (frozenset(PIPE_COUNTERS) | frozenset(MEMORY_COUNTERS) | {A1
 
 def load_profile(path, rank: int | None = None, run: str | None = None, step: int | None = None,
                  steps: tuple[int, int] | None = None, include_warmup: bool = False,
-                 counters: str = "all") -> Profile:
+                 counters: str = "all", policy: Policy | None = None) -> Profile:
     """Read any supported profiling export into the normalized kernel table.
 
     `rank` picks one of several `*_ascend_pt` folders (default lowest), `run` one msprof
@@ -41,6 +41,7 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     default the first of several steps is excluded as warm-up. `counters="analysis"` keeps
     only the counters the analysis reads (table.PIPE_COUNTERS and the group fingerprints),
     which makes a large CSV read markedly cheaper; the default keeps every counter.
+    `policy`: the run's (bad rows, input bounds, warm-up); None: the shipped one.
     """
     if counters not in ("all", "analysis"):
         raise ValueError(f"counters must be 'all' or 'analysis', not {counters!r}")
@@ -48,7 +49,7 @@ def load_profile(path, rank: int | None = None, run: str | None = None, step: in
     if not user_path.strip():   # Path("") is the current folder: never analyse that by accident
         raise InputError("the profile path is empty", hint="name a profile folder or file")
     disc = discover(Path(path).expanduser(), rank=rank, run=run)
-    pol = policy()
+    pol = policy or Policy.load()
     bad_rows = pol.get("bad_rows", {})
     samples_kept = int(bad_rows.get("samples_kept", 5))
     keep = ANALYSIS_COUNTERS if counters == "analysis" else None

@@ -39,7 +39,7 @@ def select_steps(df: pl.DataFrame, path: str, step: int | None = None,
         if not wanted:
             asked = str(lo) if lo == hi else f"{lo}:{hi}"
             raise InputError(f"step {asked} not in profile; steps available: "
-                             f"{_fmt(available)}", path=path)
+                             f"{_steps_text(available)}", path=path)
         return StepChoice(df.filter(pl.col("step").is_in(wanted)), wanted, available, (), ())
     if len(available) > 1 and exclude_first and not include_warmup:
         first = available[0]
@@ -58,7 +58,7 @@ def _ordered(steps, path: str) -> tuple[int, int]:
     return (a, b) if a <= b else (b, a)
 
 
-def _fmt(steps: tuple[int, ...]) -> str:
+def _steps_text(steps: tuple[int, ...]) -> str:
     if len(steps) > 12:
         return f"{steps[0]}..{steps[-1]} ({len(steps)} steps)"
     return ", ".join(map(str, steps))

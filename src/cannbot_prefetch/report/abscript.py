@@ -120,7 +120,7 @@ if __name__ == "__main__":
 def ab_script(plan_path: str, switch: str, lang: str = "en") -> str:
     """Text of `run_prefetch_ab.py` for a plan; `plan_path` relative to the script's folder.
 
-    The switch name is a plan value: it must be an identifier (plan/grammar.py); the plan's
+    The switch name is a plan value: it must be an identifier (contract/grammar.py); the plan's
     file name goes into the docstring with anything but [A-Za-z0-9_.-] replaced; the result
     must parse."""
     import ast

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..policy import Policy
 from ..plan import Plan
 from .measure import measure_profile
 from .sites import signature_key
@@ -187,7 +188,7 @@ def _hw_json(hw) -> dict[str, Any]:
 # ---------------------------------------------------------------- entry point
 
 def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
-                 verify: VerifySummary | None, policy: dict[str, Any],
+                 verify: VerifySummary | None, policy: Policy,
                  companions: dict[str, dict[str, Any]] | None = None) -> ReportData:
     """`baseline` / `optimized`: loaded `Profile`s (optimized may be None: baseline-only mode;
     both None: the plan alone, the expected gain from its shapes and hardware).
@@ -198,16 +199,17 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
     lookback = int((policy.get("windows") or {}).get("lookback", 3))
     comp = companions or {}
     from ..roofline import classify
-    base_roof = classify(baseline.table, hardware)
+    base_roof = classify(baseline.table, hardware, policy=policy)
     base = measure_profile(baseline, plan, "baseline", roofline=base_roof, lookback=lookback,
                            step_times=comp.get("baseline", {}).get("step_times"),
-                           l2_cache=comp.get("baseline", {}).get("l2_cache"))
+                           l2_cache=comp.get("baseline", {}).get("l2_cache"), policy=policy)
     opt = None
     if optimized is not None:
         opt = measure_profile(optimized, plan, "optimized", lookback=lookback,
-                              roofline=classify(optimized.table, hardware),
+                              roofline=classify(optimized.table, hardware, policy=policy),
                               step_times=comp.get("optimized", {}).get("step_times"),
-                              l2_cache=comp.get("optimized", {}).get("l2_cache"))
+                              l2_cache=comp.get("optimized", {}).get("l2_cache"),
+                              policy=policy)
     banners = _banners(plan, base, opt, th)
     verdicts: list[SiteVerdict] = []
     prov: dict[str, Any] = {"report_baseline": base.path}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..fmt import mib
 from ..plan import Plan, Site
 from ..sizing import cmo_cap
 from .values import ProfileMeasure
@@ -36,7 +37,7 @@ class CmoRate:
         if abs(self.tasks_per_step - self.calls_per_step) > 0.5:
             extra = (f"; {self.tasks_per_step:g} CMO tasks per step for {self.calls_per_step:g} "
                      "prefetch calls")
-        return (f"{self.bytes_per_step / 2**20:.1f} MiB per step over {self.us_per_step:.1f} us of "
+        return (f"{mib(self.bytes_per_step)} per step over {self.us_per_step:.1f} us of "
                 f"CMO tasks in {self.source}{extra}")
 
 

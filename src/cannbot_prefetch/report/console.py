@@ -6,11 +6,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .build import ReportData
+from ..fmt import number
 from .md_common import ACTION_NAMES, CHECK_NAMES, OVERALL, _T
 
 
-def _fmt(x) -> str:
-    return "–" if x is None else f"{x:,.2f}"
 
 
 def print_summary(d: ReportData, written: list[str], lang: str, console: Console) -> None:
@@ -45,7 +44,7 @@ def print_summary(d: ReportData, written: list[str], lang: str, console: Console
             share = f"{s.share[1] * 100:.1f}%" + (" !" if s.optimistic else "") if s.share else "–"
             saving = (" / ".join(f"{x:.1f}" for x in s.step_saving_us) if s.step_saving_us
                       else t.k('report.console.unknown_no_profile'))
-            tab.add_row(s.site_id, _fmt(s.target_us), saving, share)
+            tab.add_row(s.site_id, number(s.target_us, 2), saving, share)
         console.print(tab)
         if e.e2e_share:
             console.print(t.k('report.console.end_to_end_low_mid_high')

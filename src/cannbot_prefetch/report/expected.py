@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..i18n import pairs
+from ..policy import Policy
 from ..gain import optimistic_share, per_call_bound, site_gain
 from .values import ProfileMeasure
 from .rules import Thresholds
@@ -67,6 +68,7 @@ class Expectation:
     reason_code: str = ""
     reason_args: tuple[tuple[str, str], ...] = ()
     step_saving_us: tuple[float, float, float] | None = None   # summed over sites
+    optimistic_share: float = 0.0    # the policy's threshold the sites were flagged by (gain.py)
 
     def reason_in(self, lang: str) -> str:
         en, zh = REASONS.get(self.reason_code, (self.reason, self.reason))
@@ -105,7 +107,7 @@ def _site(site, sm, hw, pol) -> SiteExpectation:
 
 
 def expected_gain(plan, base: ProfileMeasure | None, th: Thresholds, hw,
-                  pol: dict | None = None) -> Expectation:
+                  pol: Policy) -> Expectation:
     """The expected gain of `plan` on `hw`; `base` None = no profile (`report --plan` alone)."""
     rows = [_site(site, base.site(site.id) if base else None, hw, pol) for site in plan.sites]
     known = [r for r in rows if r.step_saving_us is not None]
@@ -136,4 +138,4 @@ def expected_gain(plan, base: ProfileMeasure | None, th: Thresholds, hw,
     reason = REASONS[code][0].format(**args)
     return Expectation(tuple(rows), step.mean if step else None, step.stdev if step else None,
                        base.step_time_source if base is not None else "", e2e, measurable, worth,
-                       reason, code, tuple(sorted(args.items())), total)
+                       reason, code, tuple(sorted(args.items())), total, optimistic_share(pol))

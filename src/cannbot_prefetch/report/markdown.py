@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 from .build import ReportData
-from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _mib, _stat
+from ..fmt import size_text
+from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _stat
 from .md_validations import _item6
 from ..plan.schema import decode_guard_text
 
@@ -190,10 +191,10 @@ def _item5(d: ReportData, t, w) -> None:
     for s in d.plan.sites:
         b = s.basis
         dims = " × ".join(str(x) for x in b.dims)
-        w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=md(b.formula or 'dims*b*c'), p5=_mib(s.max_size), p6=md(b.bound_by)))
+        w(t.k('report.md.weight_b_coefficient_formula_max_size', p0=s.id, p1=dims, p2=b.dtype_bytes, p3=b.coefficient, p4=md(b.formula or 'dims*b*c'), p5=size_text(s.max_size), p6=md(b.bound_by)))
         for c in b.caps:
             risk = "" if c.binding else t.k('report.md.risk_not_binding')
-            w(f"  - {c.name}{risk}: {_mib(c.bytes)} {('— ' + t.loc(c.note)) if c.note else ''}")
+            w(f"  - {c.name}{risk}: {size_text(c.bytes)} {('— ' + t.loc(c.note)) if c.note else ''}")
         ladder = s.ladder
         w(t.k('report.md.ladder_up_down', p0=ladder.get('up', []), p1=ladder.get('down', [])))
     w("")
@@ -214,8 +215,8 @@ def _item7(d: ReportData, t, w, files) -> None:
         w("|---|---|---|---|---|")
         for v in d.verdicts:
             sig = "; ".join(t(*SIGNAL_NAMES.get(s, (s, s))) for s in v.signals) or "–"
-            size = (f"{_mib(v.max_size_from)} → {_mib(v.max_size_to)} (c {v.coefficient_from:g} → {v.coefficient_to:g})"
-                    if v.max_size_to != v.max_size_from else _mib(v.max_size_from))
+            size = (f"{size_text(v.max_size_from)} → {size_text(v.max_size_to)} (c {v.coefficient_from:g} → {v.coefficient_to:g})"
+                    if v.max_size_to != v.max_size_from else size_text(v.max_size_from))
             w(f"| `{v.site_id}` | {sig} | {t(*ACTION_NAMES[v.action])} | {size} | {v.reason_in('zh' if t.zh else 'en')} |")
         w("")
     if "next_plan" in files:

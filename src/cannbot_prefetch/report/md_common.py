@@ -3,6 +3,7 @@ bilingual names of checks, actions, signals, outcomes and banners, and the numbe
 
 from __future__ import annotations
 
+from ..fmt import number
 from ..i18n import localize, pairs, t as text
 from .values import Stat
 
@@ -35,11 +36,8 @@ OVERALL = pairs("report.overall")   # configs/messages.yaml
 
 
 def _f(x, nd: int = 2) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:,.{nd}f}"
-    return str(x)
+    """The report's numbers: fmt.number with two decimals unless told."""
+    return number(x, nd)
 
 
 def _stat(s: Stat | None) -> str:
@@ -58,5 +56,3 @@ def _mark(ok: bool | None) -> str:
     return "✅" if ok else ("❌" if ok is False else "–")
 
 
-def _mib(b) -> str:
-    return "–" if b is None else f"{b / 2**20:,.2f} MiB ({b:,} B)"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 
-from ..gain import optimistic_share
 from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
+from ..fmt import mib
 from .md_common import CHECK_NAMES, SIGNAL_NAMES, SITE_OUTCOMES, _f, _mark, _pct, _stat
 from .values import Stat
 from .rules import Check
@@ -112,7 +112,7 @@ def _render_plan_only(d: ReportData, t, w) -> None:
         weight = math.prod(site.basis.dims) * site.basis.dtype_bytes
         bound = " / ".join(f"{x:.2f}" for x in s.bound_per_op) if s.bound_per_op else unknown
         per_step = " / ".join(f"{x:.1f}" for x in s.step_saving_us) if s.step_saving_us else unknown
-        w(f"| `{s.site_id}` | {weight / 2**20:,.2f} MiB | {site.max_size / 2**20:,.2f} MiB | {bound} | "
+        w(f"| `{s.site_id}` | {mib(weight)} | {mib(site.max_size)} | {bound} | "
           f"{unknown} | {per_step} | {unknown} |")
     w("")
 
@@ -139,7 +139,7 @@ def _expected(d: ReportData, t, w) -> None:
             w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {unknown} | {unknown} | – | |")
             continue
         share = f"{s.share[1] * 100:.1f}%" if s.share else "–"
-        flag = t.k('report.md.optimistic_per_op', p0=optimistic_share() * 100) if s.optimistic else ""
+        flag = t.k('report.md.optimistic_per_op', p0=e.optimistic_share * 100) if s.optimistic else ""
         w(f"| `{s.site_id}` | {target} | {s.per_step:g} | {' / '.join(f'{x:.2f}' for x in s.saving_us)} | "
           f"{' / '.join(f'{x:.1f}' for x in s.step_saving_us)} | {share} | {flag} |")
     w("")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from ..policy import Policy
 from ..profiling.table import Profile
 from .sites import measure_site, signature_key
 from .streams import choose_compute_stream, cmo_per_step, critical_path, norm_col, stream_uses
@@ -84,18 +85,20 @@ def _l2_table(l2: pl.DataFrame | None) -> pl.DataFrame | None:
 
 def measure_profile(profile: Profile, plan: "Plan", label: str, *, roofline=None,
                     step_times: pl.DataFrame | None = None, l2_cache: pl.DataFrame | None = None,
-                    lookback: int = 3) -> ProfileMeasure:
+                    lookback: int = 3, policy: Policy) -> ProfileMeasure:
     """Every plan site measured in `profile` (see the module docstring). `roofline`: the
-    profile's `roofline.classify()` (the report has it for its chart); classified here if None."""
-    from ..windows import timeline
+    profile's `roofline.classify()` (the report has it for its chart); classified here if None.
+    `policy`: the report's."""
+    from ..windows import default_rules, timeline
 
     if roofline is None:
         from ..hardware import resolve
         from ..roofline import classify
-        roofline = classify(profile.table, resolve(None, profile.info))
+        roofline = classify(profile.table, resolve(None, profile.info, policy=policy),
+                            policy=policy)
     df = (roofline.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
           .with_columns(pl.col("step").fill_null(-1).alias("_sk")))
-    per, _ = timeline(df, roofline.signatures,
+    per, _ = timeline(df, roofline.signatures, default_rules(policy),
                       hbm_bps=getattr(roofline.hardware, "hbm_bw_bytes_per_s", None))
     info = profile.info
     steps = _steps_of(df)

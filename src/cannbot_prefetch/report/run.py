@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..i18n import said
 from ..plan import load_plan
-from ..settings import policy
+from ..policy import Policy
 from .build import ReportData, build_report, parse_verify
 
 
@@ -41,7 +41,8 @@ def _readable_hw_file(name: str, plan_path) -> bool:
     return any(real.is_relative_to(h) for h in homes)
 
 
-def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
+def plan_hardware(plan, hardware: str | None, info=None, plan_path=None, *,
+                  policy: Policy | None = None):
     """The part the report computes with: `--hardware` when given, else the plan's
     (`created_from.hardware`, with the overrides analyze recorded), else detected from the
     baseline. `detected_from` says which, so report.md can name it. A file the plan names is
@@ -56,13 +57,13 @@ def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
                          "the shipped profiles and the calibrated ones: not read",
                          path=str(plan_path), hint="pass --hardware NAME or FILE.yaml")
     if hardware:
-        hw = hwmod.resolve(hardware, info)
+        hw = hwmod.resolve(hardware, info, policy=policy)
         also = f" (the plan was made for {planned})" if planned and not hw.matches(planned) else ""
         return replace(hw, detected_from=f"--hardware {hardware}{also}")
     if not planned:
-        return hwmod.resolve(None, info)
+        return hwmod.resolve(None, info, policy=policy)
     try:
-        hw = hwmod.load(planned)
+        hw = hwmod.load(planned, policy=policy)
     except InputError:
         hw = None
     recorded = str((plan.created_from or {}).get("hardware_file") or "")
@@ -70,7 +71,7 @@ def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
         recorded = ""
     if recorded and (hw is None or Path(hw.path or "").resolve() != Path(recorded).resolve()):
         try:
-            hw = hwmod.load(recorded)
+            hw = hwmod.load(recorded, policy=policy)
         except InputError:
             pass
     if hw is None:
@@ -85,10 +86,12 @@ def plan_hardware(plan, hardware: str | None, info=None, plan_path=None):
 
 
 def read_report(plan_path, baseline, *, optimized=None, verify_result=None, hardware=None,
-                rank=None, steps=None) -> ReportData:
+                rank=None, steps=None, policy: Policy | None = None) -> ReportData:
+    """The report's start: builds its Policy (unless given) and passes it to every step."""
     from ..profiling.load import load_profile
 
-    plan = load_plan(plan_path)
+    pol = policy or Policy.load()
+    plan = load_plan(plan_path, policy=pol)
     verify = None
     if verify_result is not None:
         vp = Path(verify_result)
@@ -101,11 +104,12 @@ def read_report(plan_path, baseline, *, optimized=None, verify_result=None, hard
         verify = parse_verify(text, str(vp))
     if baseline is None and optimized is not None:
         raise InputError("--optimized needs --baseline (the profile with the switch off)")
-    base = load_profile(baseline, rank=rank, steps=steps) if baseline is not None else None
-    opt = load_profile(optimized, rank=rank, steps=steps) if optimized is not None else None
-    hw = plan_hardware(plan, hardware, base.info if base is not None else None, plan_path)
+    base = load_profile(baseline, rank=rank, steps=steps, policy=pol) if baseline is not None else None
+    opt = load_profile(optimized, rank=rank, steps=steps, policy=pol) if optimized is not None else None
+    hw = plan_hardware(plan, hardware, base.info if base is not None else None, plan_path,
+                       policy=pol)
     comps = {"baseline": _companions(base)} if base is not None else {}
     if opt is not None:
         comps["optimized"] = _companions(opt)
     return build_report(plan, str(plan_path), base, opt, hardware=hw, verify=verify,
-                        policy=policy(), companions=comps)
+                        policy=pol, companions=comps)

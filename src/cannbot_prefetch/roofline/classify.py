@@ -21,7 +21,7 @@ import polars as pl
 from ..hardware import HardwareProfile
 from ..i18n import said
 from ..profiling.table import MAIN_MEMORY_READ_KB, KernelTable, end_ns
-from ..settings import policy as load_policy
+from ..policy import Policy
 from .cost import OpCost, cost_or_reason
 from .families import FamilyRules, default_rules
 from .verdict import Verdict, analytic_verdict, gemm_verdict, hbm_share, verdict_why
@@ -255,10 +255,10 @@ def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
                                "the profile has no Step Id")
 
 
-def classify(table: KernelTable, hw: HardwareProfile, *, policy: dict[str, Any] | None = None,
+def classify(table: KernelTable, hw: HardwareProfile, *, policy: Policy | None = None,
              rules: FamilyRules | None = None) -> Roofline:
     """Roofline of every MatMul-family signature in `table` on `hw`."""
-    pol = (policy or load_policy())["verdict"]
+    pol = (policy or Policy.load())["verdict"]
     rules = rules or default_rules()
     df = table.df
     # The hardware used (and how it was chosen) is in the JSON's `hardware` and its console line;

@@ -25,29 +25,33 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import InputError
+from ..policy import Policy
 
 SEED = 0
 MAX_CONFIG_BYTES = 16 << 20   # a transformers config.json is a few KiB
 
 
 def build(plan_path: str | Path, config_path: str | Path | None,
-          root: str | Path | None = None, *, switch_on: bool = False) -> tuple[Any, Any]:
+          root: str | Path | None = None, *, switch_on: bool = False,
+          policy: Policy | None = None) -> tuple[Any, Any]:
     """(model, inputs) for `verify`: the tiny model of the plan's model file and one decode step.
 
     The model file is a path the plan names, so it obeys apply's root rule (rewrite/root.py)
     before anything is imported: a plan may not make verify run a module outside the project.
     `switch_on`: the plan's switch set to true at the top level of the config, as a user sets it
-    in config.json (verify/routes.py), and nowhere else."""
+    in config.json (verify/routes.py), and nowhere else. `policy`: verify's (the tiny model's
+    caps); None: the shipped one."""
     import torch
 
     from ..plan import load_plan
     from ..rewrite.root import project_root, under_root
 
     plan_path = Path(plan_path)
-    plan = load_plan(plan_path)
+    pol = policy or Policy.load()
+    plan = load_plan(plan_path, policy=pol)
     if not plan.sites:
         raise InputError("the plan has no sites: nothing to verify", path=str(plan_path))
     top = project_root(plan_path, root)
@@ -59,7 +63,7 @@ def build(plan_path: str | Path, config_path: str | Path | None,
     data = _read_config(cfg_file)
     module = load_model_module(model_file, data, top)
     model_cls = _model_class(module, data, model_file)
-    tiny = tiny_config(data)
+    tiny = tiny_config(data, pol["verify"]["tiny_model"])
     if switch_on:
         *parents, key = plan.switch.config_path.split(".")
         node = tiny
@@ -105,12 +109,10 @@ def _read_config(path: Path) -> dict[str, Any]:
     return data
 
 
-def tiny_config(data: dict[str, Any]) -> dict[str, Any]:
-    """The config made tiny (policy.yaml `verify.tiny_model`), keeping it consistent: heads
-    divide, KV heads divide heads, per-layer lists cut to the layer count, token ids in range."""
-    from ..settings import policy
-
-    rules = policy()["verify"]["tiny_model"]
+def tiny_config(data: dict[str, Any], rules: Mapping[str, Any]) -> dict[str, Any]:
+    """The config made tiny by `rules` (policy.yaml `verify.tiny_model`), keeping it
+    consistent: heads divide, KV heads divide heads, per-layer lists cut to the layer count,
+    token ids in range."""
     out = dict(data)
     for key, cap in rules["caps"].items():
         if isinstance(out.get(key), int) and not isinstance(out.get(key), bool):

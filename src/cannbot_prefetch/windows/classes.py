@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any, Iterable
 
 from ..errors import InputError
+from ..fmt import mib
 from ..i18n import said
 from ..roofline.verdict import Verdict, pipe_verdict
-from ..settings import op_classes, policy
+from ..policy import Policy
+from ..settings import op_classes
 from .types import COMM, HEAVY, LIGHT
 
 
@@ -63,20 +65,20 @@ class WindowRules:
             if v is not None:
                 return LIGHT, said("part.light_by_counters", verdict=v, why=why) if explain else ""
         matmul = is_matmul or (is_matmul is None and kind == "matmul")
-        moved = f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
+        moved = f"{mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else f"{dur_us:.1f} µs"
         if matmul and memory_bound is not None:
             return ((HEAVY, f"memory-bound MatMul by its roofline ({moved})") if memory_bound
                     else (LIGHT, f"MatMul not memory-bound by its roofline ({moved})"))
         if hbm_bps and nbytes and dur_us > 0 and pol:
             share = nbytes / hbm_bps * 1e6 / dur_us
-            rate = f"moves {_mib(nbytes)} in {dur_us:.1f} µs: {share:.0%} of the HBM rate"
+            rate = f"moves {mib(nbytes)} in {dur_us:.1f} µs: {share:.0%} of the HBM rate"
             if share >= pol["latency_roofline_share"]:
                 return HEAVY, f"memory-bound by its roofline ({rate})"
             return LIGHT, f"not memory-bound ({rate})"
         large_b = nbytes >= self.large_op_bytes
         long_mb = dur_us >= self.large_op_us and (memory_bound is None or memory_bound)
         # Without shapes the bytes are unknown (0): say so, and call a long op long, not large.
-        size = (f"{_mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else
+        size = (f"{mib(nbytes)} moved, {dur_us:.1f} µs" if nbytes else
                 f"{dur_us:.1f} µs, bytes unknown")
         big = "large" if large_b or not long_mb or nbytes else "long"
         if is_matmul or (is_matmul is None and kind == "matmul"):
@@ -87,7 +89,7 @@ class WindowRules:
             return (HEAVY, f"{big} data movement ({size})") if (large_b or long_mb) else \
                    (LIGHT, f"small data movement ({size})")
         if large_b:
-            return HEAVY, f"moves {_mib(nbytes)} (>= {_mib(self.large_op_bytes)})"
+            return HEAVY, f"moves {mib(nbytes)} (>= {mib(self.large_op_bytes)})"
         if kind == LIGHT:
             return LIGHT, "light op"
         return LIGHT, f"small op ({size})"
@@ -126,10 +128,6 @@ def _any(patterns: Iterable[re.Pattern[str]], text: str) -> bool:
     return any(p.search(text) for p in patterns)
 
 
-def _mib(n: float) -> str:
-    return f"{n / 2**20:.1f} MiB"
-
-
 def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRules:
     if not isinstance(config, dict):
         raise InputError("op_classes.yaml: window_classes section is missing")
@@ -153,6 +151,7 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         norms=rx("norms"))
 
 
-@lru_cache(maxsize=1)
-def default_rules() -> WindowRules:
-    return rules_from((op_classes() or {}).get("window_classes"), policy())
+def default_rules(policy: Policy) -> WindowRules:
+    """The shipped window classes with the run's policy; the caller keeps the object (its
+    `kind_of` answers are cached on it)."""
+    return rules_from((op_classes() or {}).get("window_classes"), policy)

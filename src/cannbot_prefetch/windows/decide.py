@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..gc_pause import gc_paused
 from ..i18n import said
 from ..profiling.table import KernelTable
-from ..settings import policy
+from ..policy import Policy
 from .classes import WindowRules, default_rules
 from .clusters import _cluster, layer_units
 from .timeline import _Op, _OtherStreams, _merge_communication, _timelines
@@ -66,7 +66,7 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
                 return nearest
             return _Decision(False, code=reasons.NO_SAFE_WINDOW, words=lambda p=p, last=last: (
                 f"predecessor {p.type} is communication ({p.why}) and what follows it leaves "
-                f"{_fmt(last)} (window rule 3c: no safe window)"))
+                f"{_usable_text(last)} (window rule 3c: no safe window)"))
         if p.cls == HEAVY:
             d = _measure(other, target, p.end, "3a", "output", i)
             if nearest is not None:
@@ -103,7 +103,7 @@ def _walk(seq: list[_Op], j: int, lookback: int, min_us: float, other: "_OtherSt
     return _Decision(False, code=reasons.WINDOW_TOO_SHORT,
                      raw_us=last.raw_us if last else 0.0, overlap_us=last.overlap_us if last else 0.0,
                      words=lambda last=last, n=len(preds): (
-                         said("said.light_too_short", n=n, left=_fmt(last), min_us=min_us)))
+                         said("said.light_too_short", n=n, left=_usable_text(last), min_us=min_us)))
 
 
 def _longer(at_output: _Decision, nearest: _Decision, heavy: _Op) -> _Decision:
@@ -117,7 +117,7 @@ def _longer(at_output: _Decision, nearest: _Decision, heavy: _Op) -> _Decision:
     return at_output
 
 
-def _fmt(d: "_Decision | None") -> str:
+def _usable_text(d: "_Decision | None") -> str:
     return said("part.us", us=d.usable) if d else said("part.no_time")
 
 
@@ -129,7 +129,7 @@ def _measure(other: "_OtherStreams", target: _Op, start_ns: int, branch: str, st
 
 
 def _site_verdict(t: TargetSig, members, per, mean_us: float, hbm_bps: float | None,
-                  ) -> tuple[str, str, str] | None:
+                  verdict_pol) -> tuple[str, str, str] | None:
     """The measured verdict of ONE call site from its own instances' counters (duration-weighted
     means; verdict.gemm_verdict), where linears of one shape (q / o, gate / up) share a
     signature; None when its instances carry no counters."""
@@ -146,29 +146,29 @@ def _site_verdict(t: TargetSig, members, per, mean_us: float, hbm_bps: float | N
     share = hbm_share(read or t.bytes, mean_us, hbm_bps)
     v, by, why = gemm_verdict(mac / dur, mte2 / dur, ai=t.ai or None, ridge=t.ridge or None,
                               analytic=t.verdict, share=share,
-                              basis="measured" if read else "analytic", pol=policy()["verdict"])
+                              basis="measured" if read else "analytic", pol=verdict_pol)
     return (v, by, why) if v is not None else None
 
 
 def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
-            n_steps, rank: int, spans: "_Spans", hbm_bps: float | None = None,
+            n_steps, rank: int, spans: "_Spans", hbm_bps: float | None, verdict_pol,
             ) -> Candidate | Rejection:
     """The site's candidate from its instances' decisions; where a finished MatMul's output
     (3a) beat the nearest light start, the nearest one rides along as `nearer` (mapping may
     find no legal place at the MatMul's output: plan/build.py keeps the better placed one)."""
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
     got = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
-                   hbm_bps, decisions)
+                   hbm_bps, decisions, verdict_pol)
     if isinstance(got, Candidate) and any(d.nearer is not None for _, _, d in decisions):
         alt = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
-                       hbm_bps, [(k, j, d.nearer or d) for k, j, d in decisions])
+                       hbm_bps, [(k, j, d.nearer or d) for k, j, d in decisions], verdict_pol)
         if isinstance(alt, Candidate) and alt.window != got.window:
             got = replace(got, nearer=alt)
     return got
 
 
 def _decided(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, n_steps,
-             rank: int, spans: "_Spans", hbm_bps: float | None, decisions,
+             rank: int, spans: "_Spans", hbm_bps: float | None, decisions, verdict_pol,
              ) -> Candidate | Rejection:
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
     per_step = len(members) / n_steps
@@ -184,7 +184,7 @@ def _decided(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookba
     k1, j1, d1 = agree[len(agree) // 2]
     seq = per[k1]
     preds = tuple(p.pred() for p in seq[max(0, j1 - lookback):j1][::-1])
-    site = _site_verdict(t, members, per, mean_us, hbm_bps) \
+    site = _site_verdict(t, members, per, mean_us, hbm_bps, verdict_pol) \
         if n_clusters > 1 and t.measured_verdict is not None else None
     if site is not None and site[0] != "memory-bound":
         code = {"latency-bound": reasons.LATENCY_BOUND, "compute-bound": reasons.COMPUTE_BOUND,
@@ -310,14 +310,13 @@ class _Spans:
 
 # ------------------------------------------------------------------------------ main entry
 
-def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
+def timeline(df, signatures: Sequence[Any], rules: WindowRules,
              hbm_bps: float | None = None) -> tuple[dict[tuple, list], "_OtherStreams"]:
     """Per (step, stream) op sequences, every op classed when first read (by its counters, else
     roofline time with `hbm_bps`), communication merged in where a stream waits on it, and the other
     streams' heavy work. `signatures`: the roofline's (SignatureCost-like; later ones win), so
     MatMul ops carry their bytes and verdicts. The report measures a plan's sites on this same
     timeline (report/sites.py)."""
-    rules = rules or default_rules()
     every = {}
     for s in signatures:
         t = TargetSig.of(s)
@@ -340,17 +339,19 @@ def timeline(df, signatures: Sequence[Any], rules: WindowRules | None = None,
 
 def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | None = None,
                  min_window_us: float | None = None, all_signatures: Sequence[Any] = (),
-                 rules: WindowRules | None = None, hbm_bps: float | None = None) -> WindowResult:
+                 rules: WindowRules | None = None, hbm_bps: float | None = None,
+                 policy: Policy | None = None) -> WindowResult:
     """Windows for each target signature. `targets`: SignatureCost-like objects (sig_id, type,
     input_shapes, bytes, verdict, ...); `all_signatures` lets MatMul predecessors that are not
     targets use their roofline bytes and verdicts; `hbm_bps` (HBM bytes/s of the part) classes
-    ops without counters by roofline time. The table needs an Int64 `sig_id` column."""
-    pol = policy()
+    ops without counters by roofline time. The table needs an Int64 `sig_id` column.
+    `policy`: the run's (a caller that gives none gets the shipped one)."""
+    pol = policy or Policy.load()
     lookback = int(lookback if lookback is not None else pol["windows"]["lookback"])
     min_us = float(min_window_us if min_window_us is not None else pol["windows"]["min_window_us"])
     if lookback < 1:
         raise InputError(f"--lookback must be at least 1, not {lookback}")
-    rules = rules or default_rules()
+    rules = rules or default_rules(pol)
     df = table.df
     if "sig_id" not in df.columns:
         raise InputError("kernel table has no sig_id column: run the roofline classifier first")
@@ -384,7 +385,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
             cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):
             c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
-                             rank, spans, hbm_bps)
+                             rank, spans, hbm_bps, pol["verdict"])
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     notes += sorted(cluster_notes)
     return WindowResult(tuple(cands), tuple(rejs), tuple(notes))

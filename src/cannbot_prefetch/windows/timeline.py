@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import compress, repeat
 from operator import truediv
 from typing import Any, Sequence
@@ -71,10 +70,10 @@ class _Op:
                       self.shapes, self.stack)
 
 
-@lru_cache(maxsize=65536)
 def _row_bytes(shapes: str | None, dtypes: str | None, formats: str | None,
                out_shapes: str | None, out_dtypes: str | None, out_formats: str | None) -> int:
-    """Bytes a non-MatMul op moves: every input and output as stored (roofline.shapes)."""
+    """Bytes a non-MatMul op moves: every input and output as stored (roofline.shapes). Worked
+    out once per distinct shape combination of a timeline (`_ShapeBytes`, the run's own cache)."""
     from ..roofline.shapes import parse_list, parse_shapes, stored_bytes
 
     total = 0.0

@@ -14,6 +14,8 @@ from cannbot_prefetch import api
 from cannbot_prefetch.mapping import Mapper
 from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.plan import load_plan
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 transformers = pytest.importorskip("transformers")
 
@@ -29,7 +31,7 @@ def _config(tmp_path, cfg) -> str:
 def test_zip_over_the_layer_list_is_a_call_path(modeling, tmp_path, linear):
     src = modeling("ergo")
     data = json.loads(transformers.ErgoConfig().to_json_string(use_diff=False))
-    m = Mapper(load_model_source(src, data, "config.json"))
+    m = Mapper(load_model_source(src, data, "config.json"), policy=POLICY)
     runs = {f"{e.owner}.{e.attr}" for e in m.events_of("ErgoForCausalLM") if e.kind == "linear"}
     assert linear in runs
 
@@ -79,7 +81,7 @@ def test_a_module_set_to_none_then_built_under_if_may_run(modeling):
     cfg = transformers.GraniteMoeHybridConfig(layer_types=["mamba", "attention"],
                                               num_hidden_layers=2)
     data = json.loads(cfg.to_json_string(use_diff=False))
-    m = Mapper(load_model_source(modeling("granitemoehybrid"), data, "config.json"))
+    m = Mapper(load_model_source(modeling("granitemoehybrid"), data, "config.json"), policy=POLICY)
     runs = {f"{e.owner}.{e.attr}" for e in m.events_of("GraniteMoeHybridForCausalLM")
             if e.kind == "linear"}
     assert {"GraniteMoeHybridMambaLayer.in_proj", "GraniteMoeHybridMambaLayer.out_proj"} <= runs

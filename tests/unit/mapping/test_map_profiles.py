@@ -14,6 +14,8 @@ from cannbot_prefetch.profiling.table import KernelTable
 from cannbot_prefetch.legality import dependency_problem
 from cannbot_prefetch.roofline.classify import classify, select_top
 from cannbot_prefetch.windows import find_windows
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 
 
@@ -28,7 +30,7 @@ def llama(tmp_path_factory, copy_src, examples_dir):
 
 def _map_all(roof, ms, table=None):
     res = find_windows(table or roof.table, select_top(roof, 10), all_signatures=roof.signatures)
-    m = Mapper(ms)
+    m = Mapper(ms, policy=POLICY)
     out = {}
     for c in res.candidates:
         got = m.map(c)
@@ -103,5 +105,5 @@ def test_unmatched_shape_is_an_unmapped_rejection(llama, tmp_path, example_confi
     cfg, path = load_config(example_config("qwen2.5-3b-zh"))
     ms = load_model_source(qwen, cfg, path)
     res = find_windows(roof.table, select_top(roof, 10), all_signatures=roof.signatures)
-    got = Mapper(ms).map(res.candidates[0])
+    got = Mapper(ms, policy=POLICY).map(res.candidates[0])
     assert got.reason_code == "unmapped" and "no linear-like attribute" in got.reason

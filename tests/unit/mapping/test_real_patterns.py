@@ -14,6 +14,8 @@ from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch import api
 from cannbot_prefetch.plan import load_plan
 from cannbot_prefetch.rewrite.engine import rewrite_source
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 SMALL = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -31,7 +33,7 @@ def _plan(src, cfg: dict, targets, tmp_path, window=None):
 
 def _linears_run(src, cfg: dict) -> set[str]:
     ms = load_model_source(src, cfg, "config.json")
-    m = Mapper(ms)
+    m = Mapper(ms, policy=POLICY)
     return {f"{e.owner}.{e.attr}" for r in m.roots[:1] for e in m.events_of(r) if e.kind == "linear"}
 
 

@@ -402,14 +402,14 @@ def test_more_tokens_make_the_gmm_worth_it(examples_dir):
 
     from cannbot_prefetch.mapping.config import load_config
     from cannbot_prefetch.plan.size import experts_hit
-    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.policy import Policy
     from cannbot_prefetch.windows import TargetSig
     cfg, _ = load_config(examples_dir / "qwen3-moe" / "config.json")
     roof = classify(load_profile(examples_dir / "qwen3-moe" / "profile").table, hardware.load("910B3"))
     t = dc_replace(TargetSig.of(next(s for s in roof.signatures if s.family == "gmm")), m=96 * 8)
     gmm = SimpleNamespace(role="gmm1", target=SimpleNamespace(dims=(128, 1536, 2048)))
     hit = experts_hit(gmm, t, cfg)
-    assert hit.share > 0.99 > float(policy()["sizing"]["moe_min_hit_share"])
+    assert hit.share > 0.99 > float(Policy.load()["sizing"]["moe_min_hit_share"])
 
 
 def test_manual_sizes_follow_tp(llama_src):

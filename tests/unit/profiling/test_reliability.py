@@ -224,14 +224,15 @@ def test_gzip_bomb_refused_without_inflating_it(tmp_path):
 
 
 def test_trace_size_cap(tmp_path, monkeypatch):
-    from cannbot_prefetch import settings
+    from dataclasses import replace
 
-    pol = dict(settings.policy())
-    pol["profiling"] = {**pol.get("profiling", {}), "max_trace_mb": 0.001}
-    monkeypatch.setattr("cannbot_prefetch.profiling.load.policy", lambda: pol)
+    from cannbot_prefetch.policy import Policy
+
+    pol = Policy.load()
+    pol = replace(pol, profiling={**pol.profiling, "max_trace_mb": 0.001})
     f = tmp_path / "trace_view.json"
     f.write_text(json.dumps([{"ph": "X", "name": "k", "ts": "1", "dur": 1}] * 100))
-    _error(f, "max_trace_mb")
+    _error(f, "max_trace_mb", policy=pol)
 
 
 # ---------------------------------------------------------------- D13: paths and encodings

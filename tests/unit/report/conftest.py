@@ -21,7 +21,7 @@ def build(tmp: Path, optimized: Variant | None, *, verify=None, base_kw=None, op
     from cannbot_prefetch.profiling.companions import read_l2_cache, read_step_times
     from cannbot_prefetch.profiling.load import load_profile
     from cannbot_prefetch.report import build_report
-    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.policy import Policy
 
     plan_path = write_plan(tmp, **plan_kw)
     a = load_profile(write_profile(tmp / "a", **(base_kw or {})))
@@ -29,7 +29,7 @@ def build(tmp: Path, optimized: Variant | None, *, verify=None, base_kw=None, op
     comps = {k: {"step_times": read_step_times(p.extras["root"]), "l2_cache": read_l2_cache(p.extras["root"])}
              for k, p in (("baseline", a), ("optimized", b)) if p is not None}
     return build_report(load_plan(plan_path), str(plan_path), a, b,
-                        hardware=hardware.resolve(None, a.info), verify=verify, policy=policy(),
+                        hardware=hardware.resolve(None, a.info), verify=verify, policy=Policy.load(),
                         companions=comps)
 
 

@@ -13,6 +13,8 @@ from cannbot_prefetch.report.measure import measure_profile
 from cannbot_prefetch.report.values import Stat
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.profiling.table import KernelTable, Profile
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 
 def _measure(tmp_path, variant=Variant(), companions=True, plan_kw=None, **kw):
@@ -22,7 +24,7 @@ def _measure(tmp_path, variant=Variant(), companions=True, plan_kw=None, **kw):
     root = prof.extras["root"]
     st = read_step_times(root) if companions else None
     l2 = read_l2_cache(root) if companions else None
-    return measure_profile(prof, plan, "baseline", step_times=st, l2_cache=l2), prof, plan
+    return measure_profile(prof, plan, "baseline", step_times=st, l2_cache=l2, policy=POLICY), prof, plan
 
 
 def test_stat_mean_and_sample_stdev():
@@ -59,7 +61,7 @@ def test_step_time_from_kernel_spans_without_step_trace(tmp_path):
 def test_no_steps_uses_instances_and_the_compute_stream_span(tmp_path):
     _, prof, plan = _measure(tmp_path)
     df = prof.table.df.with_columns(pl.lit(None, dtype=pl.Int64).alias("step"))
-    m = measure_profile(Profile(KernelTable(df), prof.info), plan, "x")
+    m = measure_profile(Profile(KernelTable(df), prof.info), plan, "x", policy=POLICY)
     s = m.sites[0]
     assert s.target.unit == "instance" and s.target.n == s.instances == 20
     assert m.step_time_source.startswith("span of the compute stream")

@@ -6,6 +6,8 @@ import pytest
 
 from cannbot_prefetch.report.expected import PUBLIC_MEASUREMENTS
 from cannbot_prefetch.report.markdown import render
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 
 def test_expected_gain_from_the_plan_against_measured_time(make_report):
@@ -55,13 +57,13 @@ def test_a_plan_without_benefit_inputs_uses_its_recorded_figures(make_report):
     from cannbot_prefetch.gain import site_gain
     d = make_report(None)
     site = d.plan.sites[0]
-    sg = site_gain(site, None)
+    sg = site_gain(site, None, POLICY)
     assert sg.source == "recorded"
     assert tuple(sg.gain.per_op.__dict__.values()) == (3.0, 6.0, 9.0)      # evidence.saving_per_op_us
     assert tuple(sg.gain.per_step.__dict__.values()) == (12.0, 24.0, 36.0)  # saving_us, per step
     ev = {k: v for k, v in site.evidence.items() if k != "saving_per_op_us"}
-    sg = site_gain(replace(site, evidence=ev), None)
+    sg = site_gain(replace(site, evidence=ev), None, POLICY)
     assert tuple(sg.gain.per_op.__dict__.values()) == (3.0, 6.0, 9.0)      # 12/24/36 over 4
-    assert site_gain(replace(site, saving_us=None, evidence=ev), None).source == "unknown"
+    assert site_gain(replace(site, saving_us=None, evidence=ev), None, POLICY).source == "unknown"
     # the report's per-step number is the plan's, not the kernels the baseline happens to count
     assert d.expectation.step_saving_us == (12.0, 24.0, 36.0)

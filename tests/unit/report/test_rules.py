@@ -195,11 +195,11 @@ def test_the_same_profile_twice_is_no_change(tmp_path):
     from cannbot_prefetch.plan import load_plan
     from cannbot_prefetch.profiling.load import load_profile
     from cannbot_prefetch.report import build_report
-    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.policy import Policy
 
     a = load_profile(write_profile(tmp_path / "a"))
     r = build_report(load_plan(write_plan(tmp_path)), "plan.yaml", a, a,
-                     hardware=hardware.resolve(None, a.info), verify=OK, policy=policy())
+                     hardware=hardware.resolve(None, a.info), verify=OK, policy=Policy.load())
     v = r.verdicts[0]
     assert all(c.moved is False for c in v.checks if c.key in ("target_faster", "critical_path_shorter"))
     assert v.outcome == "no_change" and r.overall == "no_change" and not v.success
@@ -244,7 +244,7 @@ def test_two_sites_each_get_their_own_verdict(tmp_path):
     from cannbot_prefetch.plan import load_plan
     from cannbot_prefetch.profiling.load import load_profile
     from cannbot_prefetch.report import build_report
-    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.policy import Policy
 
     d = plan_dict()
     down = copy.deepcopy(d["sites"][0])
@@ -256,7 +256,7 @@ def test_two_sites_each_get_their_own_verdict(tmp_path):
     a = load_profile(write_profile(tmp_path / "a"))
     b = load_profile(write_profile(tmp_path / "b", Variant(target_factor=0.8, cmo_us=10), seed=2))
     r = build_report(load_plan(tmp_path / "plan.yaml"), "plan.yaml", a, b,
-                     hardware=hardware.resolve(None, a.info), verify=OK, policy=policy())
+                     hardware=hardware.resolve(None, a.info), verify=OK, policy=Policy.load())
     v = {x.site_id: x for x in r.verdicts}
     assert v[SITE].action == "raise" and v[SITE].success
     # down_proj did not change: not faster, though the shared critical path got shorter -> keep

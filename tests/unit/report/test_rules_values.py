@@ -17,10 +17,10 @@ from types import SimpleNamespace
 from cannbot_prefetch.plan import Basis, Cap
 from cannbot_prefetch.report.rules import Thresholds, decide
 from cannbot_prefetch.report.values import ProfileMeasure, SiteMeasure, Stat
-from cannbot_prefetch.settings import policy
+from cannbot_prefetch.policy import Policy
 
 WEIGHT = 1000 * 1000 * 2
-TH = Thresholds.from_policy(policy())
+TH = Thresholds.from_policy(Policy.load())
 
 
 def test_the_thresholds_the_hand_values_assume():

@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 
 from cannbot_prefetch.roofline.verdict import Verdict, measured_verdict, pipe_verdict
-from cannbot_prefetch.settings import policy
+from cannbot_prefetch.policy import Policy
 
-POL = policy()["verdict"]
+POL = Policy.load()["verdict"]
 VALUES = [None, 0.0, 0.05, 0.3, 0.5, 0.6, 0.9, 1.0]
 
 

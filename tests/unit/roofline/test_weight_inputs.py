@@ -101,4 +101,4 @@ def test_memory_access_bytes_give_the_expert_hit_share(gmm_sig):
     assert hit is not None and hit.share == pytest.approx(HIT, abs=1e-6)
     # the all-experts bound (E_read = min(32, 48) = 32) overstates what the rows say was read
     assert s.bytes > READ
-    assert "52.0% of the 256.0 MiB expert weight read" in hit.text()
+    assert "52.0% of the 256.00 MiB expert weight read" in hit.text()

@@ -11,6 +11,8 @@ import pytest
 
 from cannbot_prefetch import hardware
 from cannbot_prefetch.gain import site_gain
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA = REPO / "examples" / "llama3.2-1b-en"
@@ -67,7 +69,7 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
     from cannbot_prefetch.profiling.load import load_profile
     from cannbot_prefetch.report import build_report
     from cannbot_prefetch.report.run import plan_hardware
-    from cannbot_prefetch.settings import policy
+    from cannbot_prefetch.policy import Policy
 
     res, out = llama_run
     plan = load_plan(out / "prefetch_plan.yaml")
@@ -77,9 +79,9 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
     design = (out / "prefetch_design.md").read_text()
     by_json = {c["site"]: c["saving_us"] for c in res.to_json()["candidates"]}
     base = load_profile(str(LLAMA / "profile"))
-    rep = build_report(plan, "plan", base, None, hardware=hw, verify=None, policy=policy())
+    rep = build_report(plan, "plan", base, None, hardware=hw, verify=None, policy=Policy.load())
     by_report = {s.site_id: s.step_saving_us for s in rep.expectation.sites}
-    ab = build_report(plan, "plan", base, base, hardware=hw, verify=None, policy=policy())
+    ab = build_report(plan, "plan", base, base, hardware=hw, verify=None, policy=Policy.load())
     by_ab = {s.site_id: s.step_saving_us for s in ab.expectation.sites}
     for site in plan.sites:
         inputs, want = HAND[site.id]
@@ -87,7 +89,7 @@ def test_plan_design_json_and_report_give_one_number(llama_run):
         assert (ev["mean_us"], ev["bytes_per_op"], ev["window"]["effective_us"], ev["window"]["bytes"],
                 site.max_size) == inputs                                  # what the hand values used
         assert ev["instances_per_step"] == 16 and ev["useful_share"] == 1.0
-        sg = site_gain(site, hw)
+        sg = site_gain(site, hw, POLICY)
         assert sg.source == "recomputed"
         assert (site.saving_us.low, site.saving_us.mid, site.saving_us.high) == want   # plan
         assert tuple(sg.gain.per_step.__dict__.values()) == want          # recomputed
@@ -108,7 +110,7 @@ def test_report_recomputes_for_another_part_and_says_so(llama_run):
     b4 = plan_hardware(plan, "910B4")
     assert "--hardware 910B4" in b4.detected_from and "made for 910B3" in b4.detected_from
     site = plan.sites[0]
-    assert site_gain(site, b4).gain != site_gain(site, plan_hardware(plan, None)).gain
+    assert site_gain(site, b4, POLICY).gain != site_gain(site, plan_hardware(plan, None), POLICY).gain
 
 
 def test_hardware_overrides_travel_with_the_plan(tmp_path):
@@ -130,11 +132,11 @@ def test_hardware_overrides_travel_with_the_plan(tmp_path):
     # in 33 µs, e = 1.0169251e12 / 1.2e12 = 0.847438. Per op hidden / 1.0169251e12 x (1 - e/r):
     # 3.539077 x 0.750754 = 2.657; 8.248993 x 0.798229 = 6.585; 8.248993 x 0.830512 = 6.851 µs
     # (ceiling 33 - 0.1 does not bind); x 16 per step: 42.512 / 105.36 / 109.616.
-    got = site_gain(plan.sites[0], hw).gain
+    got = site_gain(plan.sites[0], hw, POLICY).gain
     assert (got.per_op.low, got.per_op.mid, got.per_op.high) == (2.657, 6.585, 6.851)
     assert (got.per_step.low, got.per_step.mid, got.per_step.high) == pytest.approx(
         (42.512, 105.36, 109.616), abs=1e-9)
-    assert site_gain(plan.sites[0], hw).gain != site_gain(plan.sites[0], hardware.load("910B3")).gain
+    assert site_gain(plan.sites[0], hw, POLICY).gain != site_gain(plan.sites[0], hardware.load("910B3"), POLICY).gain
 
 
 def test_json_shows_the_bounds_with_the_low_at_the_cmo_rate(llama_run):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from cannbot_prefetch.windows import COMM, HEAVY, LIGHT, default_rules
 from cannbot_prefetch.windows.decide import timeline
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 HBM = 1.6e12          # 910B3, bytes/s
 BIG = "1,4096;4096,4096"     # 32 MiB of BF16 moved in 10 us: memory-heavy by its roofline
@@ -24,7 +26,7 @@ def _two_streams(table):
 
 
 def test_communication_in_a_gap_counts_once_for_another_streams_target(table):
-    per, other = timeline(_two_streams(table).df, (), default_rules(), HBM)
+    per, other = timeline(_two_streams(table).df, (), default_rules(POLICY), HBM)
     assert [o.type for o in per[(1, "2")]] == ["Add", "hcom_allReduce_", "Mul"]   # merged in
     cast = per[(1, "3")][0]
     # the all-reduce once (HCCL row), not again as stream 2's: 16 us, not 32
@@ -36,7 +38,7 @@ def test_communication_in_a_gap_counts_once_for_another_streams_target(table):
 
 
 def test_ops_are_classed_when_read_with_the_rules_classes(table):
-    per, other = timeline(_two_streams(table).df, (), default_rules(), HBM)
+    per, other = timeline(_two_streams(table).df, (), default_rules(POLICY), HBM)
     ops = [o for seq in per.values() for o in seq]
     assert all(o._cls is None for o in ops if o.type in ("Add", "Mul"))   # nothing asked yet
     assert {o.type: o.cls for o in ops} == {"Add": LIGHT, "Mul": LIGHT, "Cast": HEAVY,
@@ -53,7 +55,7 @@ def test_op_fields_bytes_from_the_signature_else_the_shapes(table):
                 dict(type="Cast", dur=10.0, shapes=BIG),
                 dict(type="", name="my_kernel", dur=1.0),
                 dict(type="", name="", dur=1.0)]).df
-    per, _ = timeline(df, sigs, default_rules(), HBM)
+    per, _ = timeline(df, sigs, default_rules(POLICY), HBM)
     mm, cast, named, bare = per[(1, "2")]
     assert (mm.bytes, mm.sig) == (123, 7)
     assert cast.bytes == 2 * (4096 + 4096 * 4096) and cast.sig is None   # BF16 in, as stored

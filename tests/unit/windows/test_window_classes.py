@@ -11,6 +11,8 @@ import pytest
 from cannbot_prefetch import hardware, reasons
 from cannbot_prefetch.profiling.table import KernelTable
 from cannbot_prefetch.windows import HEAVY, LIGHT, Candidate, TargetSig, default_rules, find_windows
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 MIB = 2**20
 HBM = 1.6e12          # 910B3, bytes/s
@@ -67,14 +69,14 @@ def test_without_counters_attention_is_classed_by_roofline_time(table):
 def test_a_matmul_is_classed_by_its_verdict_not_its_size(verdict, cls):
     """A 6 MiB memory-bound MatMul (k_proj of Llama-3.2-3B) is not a "small MatMul"; a 0.5 MiB
     router whose roofline time is mostly launch overhead is light."""
-    rules = default_rules()
+    rules = default_rules(POLICY)
     got, why = rules.classify("MatMulV3", "MatMulV3", "AI_CORE", 6 * MIB, 8.0, is_matmul=True,
                               memory_bound=verdict == "memory-bound", hbm_bps=HBM)
     assert got == cls and "small MatMul" not in why
 
 
 def test_vector_counters_class_a_vector_op():
-    rules = default_rules()
+    rules = default_rules(POLICY)
     heavy = rules.classify("Add", "Add", "AI_VECTOR_CORE", 1024, 4.0, pipes=(0, 0, 0.1, 0.92),
                            hbm_bps=HBM)
     light = rules.classify("Add", "Add", "AI_VECTOR_CORE", 64 * MIB, 4.0, pipes=(0, 0, 0.3, 0.2),

@@ -7,6 +7,8 @@ import pytest
 from cannbot_prefetch import reasons
 from cannbot_prefetch.windows import (COMM, HEAVY, LIGHT, Candidate, Rejection, TargetSig,
                                       default_rules, find_windows)
+from cannbot_prefetch.policy import Policy
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 MIB = 2**20
 GATE = TargetSig(sig_id=0, type="MatMulV2", input_shapes="1,2048;8192,2048", bytes=8192 * 2048 * 2,
@@ -151,7 +153,7 @@ def test_median_and_min_over_instances(table):
     ("SomethingNew", "AI_CORE", 16 * MIB, 30.0, HEAVY),          # unknown but large: by size
 ])
 def test_classes_come_from_size_not_name_alone(typ, core, nbytes, dur, cls):
-    assert default_rules().classify(typ, typ, core, nbytes, dur)[0] == cls
+    assert default_rules(POLICY).classify(typ, typ, core, nbytes, dur)[0] == cls
 
 
 def test_needs_sig_id(table):
@@ -167,11 +169,11 @@ def test_window_class_without_bytes_is_long_not_large():
     """A mover with no shapes (bytes 0) that runs long: 'long ... bytes unknown', never '0.0 MiB'."""
     from cannbot_prefetch.windows.classes import default_rules
 
-    r = default_rules()
+    r = default_rules(POLICY)
     cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 0, 500.0, memory_bound=None)
-    assert "0.0 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
+    assert "0.00 MiB" not in why and "bytes unknown" in why and why.startswith("long ")
     cls, why = r.classify("TransposeD", "TransposeD", "AI_CORE", 64 << 20, 500.0)
-    assert why.startswith("large data movement (64.0 MiB moved, 500.0 µs")
+    assert why.startswith("large data movement (64.00 MiB moved, 500.0 µs")   # 64 << 20 B
 
 
 def test_a_window_covered_by_compute_on_another_stream_is_too_short_not_communication(table):

@@ -3,8 +3,9 @@
 A plan is shared, reviewed and committed like any other text, so nothing in it is pasted into
 source or evaluated: each field the rewriter, the helper, the A/B script or `verify` uses must
 match one of these shapes, and the code is then built from the parsed pieces (identifiers and
-integers), never from the string. One definition, used on load (`schema.py`, with the key path)
-and again by every consumer that takes a `Site` or `Switch` built in memory.
+integers), never from the string. One definition, used on load (plan/validate.py, with the key path)
+and again by every consumer that takes a `Site` or `Switch` built in memory. A leaf
+(contract/); plan/ re-exports it as `plan.grammar`.
 """
 
 from __future__ import annotations
