@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
+from . import Command, DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] | None:
@@ -49,7 +49,7 @@ def _parse_src_map(values: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-@prefetch.command("analyze")
+@prefetch.command("analyze", cls=Command)
 def analyze(
     profile: Annotated[Optional[str], typer.Argument(
         help="Profiling export: *_ascend_pt folder (or a folder of ranks), msprof PROF_* folder "
