@@ -153,7 +153,8 @@ def _evidence_line(con, sigs: list[dict], lang: str) -> None:
             key = (s.get("measured_verdict") or "-", s["evidence"])
             counts[key] = counts.get(key, 0) + 1
     if counts:
-        items = ", ".join(f"{v} by {e} ×{n}" for (v, e), n in sorted(counts.items()))
+        items = t("joined.list", lang).join(t("analyze.evidence_item", lang, verdict=v, by=e, n=n)
+                                            for (v, e), n in sorted(counts.items()))
         con.print(t("analyze.evidence", lang, items=items), style="dim")
 
 
@@ -246,8 +247,8 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
                         size=f"{c['max_size']:,}", bound_by=c["bound_by"], gain=gain))
     for r in doc.get("rejections", []):
         code = r.get("reason_code", "")
-        reason = escape(str(r.get("reason", "")))
-        if lang != "en" and f"reason.{code}" in catalog():   # the sentence stays English: gloss it
+        reason = escape(str(localize(str(r.get("reason", "")), lang)))
+        if lang != "en" and f"reason.{code}" in catalog():   # the code's gloss, then the reason
             reason = t("analyze.not_planned_zh_detail", lang, gloss=t(f"reason.{code}", lang),
                        reason=reason)
         con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),
