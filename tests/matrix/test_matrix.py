@@ -13,7 +13,10 @@ step, placed windows), never from the tool's own reading of it:
 - a GroupedMatmul prefetch saves at most the bytes of the experts the step reads (item 6);
 - the plan applies cleanly to the real transformers file (copied into tmp) and fires at runtime
   in decode at batch 1, 8 and 256 under the recording torch_npu stub;
-- the same profile as baseline and optimized is "no change"; one per-step gain everywhere.
+- the same profile as baseline and optimized is "no change"; one per-step gain everywhere;
+- a profile with no memory-bound linear by the generator's physics (NOTHING_TO_PLAN, decided at
+  collection) plans nothing and says why; the tests that need a plan run on the others
+  (PLANNABLE) and fail, never skip, on an empty plan.
 
 Where main does not hold a case yet the test is a strict xfail naming the issue item, so it fails
 the moment the fix lands and the mark must go.
