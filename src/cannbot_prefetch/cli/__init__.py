@@ -51,6 +51,9 @@ class _Root(Group):
         except _click.exceptions.ClickException as err:
             code = err.exit_code
             _usage_error(err, *shared(getattr(err, "ctx", None)))
+        except typer.Abort:             # outside a command (none today): still one line
+            code = 1
+            print(_t("cli.aborted", "en"), file=sys.stderr)
         except OSError as err:          # BrokenPipeError included
             if not _is_epipe(err):
                 raise
@@ -68,7 +71,7 @@ class _Root(Group):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except typer.Abort:            # a declined prompt: one line in the command's language
+        except (typer.Abort, EOFError):   # a declined or closed prompt: one line, in --lang
             print(_t("cli.aborted", shared(ctx)[1]), file=sys.stderr)
             raise typer.Exit(1) from None
 
