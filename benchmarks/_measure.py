@@ -9,8 +9,12 @@ many of those are resident depends on the page cache: 50-90 MB of an analyze, ~3
 right after an install than after a quiet hour. Each run therefore also reports its RssFile
 at exit, and `private` is VmHWM minus it: the memory the process itself holds at its peak
 (file pages only grow while a command runs, so this is a lower bound within a few MB).
-Each run's CPU seconds (user + system, from the children's rusage) are kept beside its wall
-time: on a shared machine CPU time is the steadier of the two.
+Each run's CPU seconds (user + system of that process and its threads, from the children's
+rusage: RUSAGE_CHILDREN read before and after the one child) are kept beside its wall time.
+The guards are ratios of CPU seconds (`guard`): on a shared machine wall time counts the other
+processes' turns on the cores too, CPU time only the command's own work. Threads count in full
+(polars' pool on two cores adds its CPU time even where it saves wall time), so a CPU ratio is
+the stricter of the two for a threaded command. Run them under `nice -n 10` beside other work.
 """
 
 from __future__ import annotations
@@ -144,3 +148,11 @@ def load_note() -> str:
     except OSError:
         return ""
     return f"load average {one:.1f} / {five:.1f} on {os.cpu_count()} CPU(s)"
+
+
+def guard(what: str, cand: Runs, base: Runs, limit: float) -> str:
+    """The guard line: median CPU seconds of `cand` over `base` against `limit` (wall beside)."""
+    cpu = cand.median_cpu / base.median_cpu
+    wall = cand.median_s / base.median_s
+    return (f"{what} = {cpu:.2f} in CPU seconds (guard <= {limit:.2f}: "
+            f"{'holds' if cpu <= limit else 'FAILS'}; wall {wall:.2f})")

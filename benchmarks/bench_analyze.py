@@ -7,7 +7,7 @@ then runs, interleaved and repeated (medians; a busy machine slows both sides al
   baseline: `python -c` with Python's csv module reading every row and summing Duration per
             (Type, Input Shapes)
   analyze:  `cannbot prefetch analyze FILE --hardware 910B3 --json` (load, normalize, roofline)
-and prints the ratio of the medians and each side's peak memory (VmHWM).
+and prints the ratio of the medians in CPU seconds (the guard; wall beside) and each side's peak memory (VmHWM).
 Targets (issue 12): analyze <= 0.4 x the csv pass, peak < 1 GB.
 
     python benchmarks/bench_analyze.py [--rows 1000000] [--repeats 3] [--keep DIR]
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Runs, cli_cmd, interleave, line, load_note, python_cmd  # noqa: E402
+from _measure import Runs, cli_cmd, guard, interleave, line, load_note, python_cmd  # noqa: E402
 
 HEADER = ("Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
           "Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,Input Shapes,"
@@ -109,8 +109,7 @@ def main() -> None:
                  cand)], args.repeats)
     print(line(base))
     print(line(cand))
-    print(f"ratio analyze / csv = {cand.median_s / base.median_s:.2f} (guard <= 0.40; in CPU "
-          f"seconds {cand.median_cpu / base.median_cpu:.2f}); "
+    print(f"{guard('ratio analyze / csv', cand, base, 0.40)}; "
           f"analyze peak {cand.peak:.0f} MB (target < 1024 MB); {load_note()}")
     if not args.keep:
         path.unlink()

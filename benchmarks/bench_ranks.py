@@ -7,7 +7,7 @@ to a temp folder (or --keep DIR, reused when present), then runs, interleaved an
   baseline: `python -c` with the csv module over every rank's file (bench_analyze.BASELINE's
             loop: parse, group by (Type, Input Shapes), sum Duration)
   analyze:  `cannbot prefetch analyze JOB --rank all --hardware 910B3 --json`
-and prints the ratio of the medians and the peak memory of each (VmHWM).
+and prints the ratio of the medians in CPU seconds (the guard; wall beside) and the peak memory of each (VmHWM).
 Targets (issue 12): 16 ranks x 1M rows <= 0.4 x the csv pass, peak < 2 GB and not growing
 with the rank count (compare --ranks 4 and --ranks 16).
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _measure import Runs, cli_cmd, interleave, line, load_note, python_cmd  # noqa: E402
+from _measure import Runs, cli_cmd, guard, interleave, line, load_note, python_cmd  # noqa: E402
 from bench_analyze import write_csv  # noqa: E402
 
 BASELINE = """
@@ -80,8 +80,7 @@ def main() -> None:
                          "--json"), cand)], args.repeats)
     print(line(base))
     print(line(cand))
-    print(f"ratio analyze / csv = {cand.median_s / base.median_s:.2f} (guard <= 0.40; in CPU "
-          f"seconds {cand.median_cpu / base.median_cpu:.2f}); "
+    print(f"{guard('ratio analyze / csv', cand, base, 0.40)}; "
           f"analyze peak {cand.peak:.0f} MB (target < 2048 MB); {load_note()}")
     if not args.keep:
         shutil.rmtree(root)

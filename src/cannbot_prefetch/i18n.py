@@ -77,6 +77,9 @@ def tr(value: Any, lang: str) -> Any:
 # occur. What matches nothing is shown as it is (a name, a path). The joints' own marks are the
 # `joined.*` entries.
 _FIELD = re.compile(r"\{(\w+)(?:[:!][^{}]*)?\}")
+# Fields that always hold one word (a verdict such as `latency-bound`, a number): matched as
+# one, so "counters say latency-bound (...)" cannot split into who="counters", verdict="say ...".
+_ONE_WORD = frozenset({"verdict", "roof", "measured"})
 
 
 def said(key: str, **params: Any) -> str:
@@ -100,8 +103,9 @@ def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
             for m in _FIELD.finditer(en):
                 name = m.group(1)
                 lazy = "" if greedy_first and not seen else "?"
+                field = r"\S+" if name in _ONE_WORD else f".*{lazy}"
                 parts.append(re.escape(en[pos:m.start()])
-                             + (f"(?P={name})" if name in seen else f"(?P<{name}>.*{lazy})"))
+                             + (f"(?P={name})" if name in seen else f"(?P<{name}>{field})"))
                 seen.add(name)
                 pos = m.end()
             parts.append(re.escape(en[pos:]))
@@ -127,11 +131,17 @@ def _whole(param: str) -> bool:
     return depth == 0 and "; " not in param
 
 
+def _is_said(param: str) -> bool:
+    """A parameter that is itself a stored sentence ("mte2 0.90 >= 0.8 ...; AI 50 < ridge 184"
+    inside a note) is one piece, whatever marks it holds."""
+    return any(pattern.fullmatch(param) for pattern, _ in _templates("said."))
+
+
 def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
     for prefix in prefixes:
         for pattern, zh in _templates(prefix):
             m = pattern.fullmatch(text)
-            if m and all(_whole(v) for v in m.groupdict().values()):
+            if m and all(_whole(v) or _is_said(v) for v in m.groupdict().values()):
                 got = m.groupdict()
                 return _FIELD.sub(lambda f: str(localize(got[f.group(1)], lang, part=True)), zh)
     return None

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 import fuzz_harness as H
+import kill_child
 from cannbot_prefetch.plan import Plan, Switch, load_plan, save_plan, sha256_file
 from cannbot_prefetch.atomic import TMP_MARK
 from cannbot_prefetch.rewrite import write
@@ -36,38 +37,8 @@ from cannbot_prefetch.rewrite import write
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(H.transformers_models() is None, reason="transformers not installed")]
 
-KILLER = r'''
-import os, signal, sys
-from cannbot_prefetch.rewrite import write
-UNIT, K = sys.argv[1], int(sys.argv[2])       # UNIT: io (file system calls) | any (every call)
-IO = {"open", "write", "replace", "rename", "unlink", "fchmod", "chmod", "close", "fsync",
-      "mkdir", "rmdir", "flock", "makedirs", "mkstemp"}
-count = [0]
-
-def hook(frame, event, arg):
-    if UNIT == "io" and not (event == "c_call" and getattr(arg, "__name__", "") in IO):
-        return
-    count[0] += 1
-    if K and count[0] >= K:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-def watched(real):
-    def run(*a, **k):
-        sys.setprofile(hook)
-        try:
-            return real(*a, **k)
-        finally:
-            sys.setprofile(None)
-            if not K:
-                sys.stderr.write(f"EVENTS {count[0]}\n")
-    return run
-
-write.commit = watched(write.commit)
-write.settle = watched(write.settle)
-from cannbot_prefetch.cli import main
-sys.argv = ["cannbot", "prefetch", "apply", *sys.argv[3:]]
-main()
-'''
+CHILD = [sys.executable, str(Path(__file__).with_name("kill_child.py")),
+         "cannbot_prefetch.rewrite.write:commit,cannbot_prefetch.rewrite.write:settle"]
 
 def _plan(sha_llama: str, sha_qwen: str) -> Plan:
     site = H.site_builder()
@@ -110,7 +81,7 @@ def _states(tmp: Path) -> tuple[dict, dict, bytes]:
 
 def _child(proj: Path, unit: str, k: int, mode: str) -> subprocess.Popen:
     args = [str(proj / "plan.yaml"), "--yes"] + (["--revert"] if mode == "revert" else ["--write"])
-    return subprocess.Popen([sys.executable, "-c", KILLER, unit, str(k), *args], cwd=proj,
+    return subprocess.Popen([*CHILD, unit, str(k), "apply", *args], cwd=proj,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -118,7 +89,7 @@ def _events(proj: Path, unit: str, mode: str) -> int:
     p = _child(proj, unit, 0, mode)
     _, err = p.communicate(timeout=300)
     assert p.returncode == 0, err
-    return max(int(ln.split()[1]) for ln in err.splitlines() if ln.startswith("EVENTS "))
+    return kill_child.events(err)
 
 
 def _whole(proj: Path, original: dict, applied: dict, helper: bytes) -> list[str]:

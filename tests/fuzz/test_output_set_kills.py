@@ -22,40 +22,15 @@ from pathlib import Path
 import pytest
 
 import fuzz_harness as H
+import kill_child
 from cannbot_prefetch.atomic import TMP_MARK
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(H.transformers_models() is None, reason="transformers not installed")]
 
 EXAMPLE = H.REPO / "examples" / "llama3.2-1b-en"
-KILLER = r'''
-import os, signal, sys
-import cannbot_prefetch.atomic as A
-K = int(sys.argv[1])
-IO = {"open", "write", "replace", "rename", "unlink", "fchmod", "close", "mkdir", "mkstemp"}
-count = [0]
-
-def hook(frame, event, arg):
-    if not (event == "c_call" and getattr(arg, "__name__", "") in IO):
-        return
-    count[0] += 1
-    if K and count[0] >= K:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-real = A.write_set
-def watched(*a, **k):
-    sys.setprofile(hook)
-    try:
-        return real(*a, **k)
-    finally:
-        sys.setprofile(None)
-        if not K:
-            sys.stderr.write(f"EVENTS {count[0]}\n")
-A.write_set = watched
-from cannbot_prefetch.cli import main
-sys.argv = ["cannbot", "prefetch", *sys.argv[2:]]
-main()
-'''
+CHILD = [sys.executable, str(Path(__file__).with_name("kill_child.py")),
+         "cannbot_prefetch.atomic:write_set", "io"]
 
 
 def _args(cmd: str, out: Path, lang: str) -> list[str]:
@@ -69,7 +44,7 @@ def _args(cmd: str, out: Path, lang: str) -> list[str]:
 
 
 def _child(args: list[str], k: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", KILLER, str(k), *args], capture_output=True,
+    return subprocess.run([*CHILD, str(k), *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -86,7 +61,7 @@ def test_a_killed_output_set_is_whole_and_the_rerun_clean(tmp_path, cmd):
     old = _files(out)
     res = _child(_args(cmd, out, "zh"), 0)     # the new set, over the old, in the same folder
     assert res.returncode == 0, res.stderr
-    events = max(int(ln.split()[1]) for ln in res.stderr.splitlines() if ln.startswith("EVENTS "))
+    events = kill_child.events(res.stderr)
     new = _files(out)
     assert set(new) == set(old) and new != old
     ks = sorted({1 + (i * events) // max(1, H.fuzz_kills()) for i in range(H.fuzz_kills())})

@@ -229,6 +229,20 @@ def test_write_shows_table_and_diff_before_asking(project, monkeypatch):
     assert _snapshot(project) == before
 
 
+def test_a_closed_prompt_aborts_in_the_asked_language(project, monkeypatch):
+    """Input ends at the question (Click raises Abort): one line in --lang, exit 1, nothing
+    written; the root finds the language on the Click context (cli/context.py)."""
+    from cannbot_prefetch.cli import apply as apply_cli
+
+    monkeypatch.setattr(apply_cli, "_interactive", lambda: True)
+    before = _snapshot(project)
+    res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--write",
+                              "--lang", "zh"], input="")
+    assert res.exit_code == 1, res.output
+    assert res.stderr.strip().endswith("]:已中止：未写入任何文件")   # after the question
+    assert _snapshot(project) == before
+
+
 def test_check_with_pending_changes_is_exit_1_not_an_error(project):
     res = runner.invoke(app, ["prefetch", "apply", str(project / "plan.yaml"), "--check"])
     assert res.exit_code == 1

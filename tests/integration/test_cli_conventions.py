@@ -95,6 +95,53 @@ def test_lang_zh_reaches_errors():
     assert res.stderr.startswith("错误：") and "结束步在开始步之前" in res.stderr
 
 
+# Usage errors Click raises before the command's values exist: --json and --lang still reach
+# them, wherever they stand (issue 34: Click's own parser records them, cli/context.py).
+@pytest.mark.parametrize("args, where", [
+    (["prefetch", "analyze", "--no-such-flag"], "cannbot prefetch analyze"),      # unknown option
+    (["prefetch", "analyz"], "cannbot prefetch"),                                 # unknown command
+    (["prefetch", "hardware", "lisst"], "cannbot prefetch hardware"),
+    (["--bogus", "prefetch"], "cannbot"),                                        # at the root
+    (["prefetch", "apply"], "cannbot prefetch apply"),                            # missing argument
+    (["prefetch", "hardware", "list", "--bogus=3"], "cannbot prefetch hardware list"),
+], ids=["option", "command", "hardware command", "root", "missing", "option=value"])
+@pytest.mark.parametrize("at", ["end", "after the command"])
+def test_usage_errors_keep_json_and_lang(args, where, at):
+    extra = ["--json", "--lang", "zh"]
+    n = len(where.split()) - 1                 # the words that name the command
+    words = args + extra if at == "end" else args[:n] + extra + args[n:]
+    res = runner.invoke(app, words, prog_name="cannbot")
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert line.startswith("错误：") and line.endswith(f"（见 `{where} -h`）"), line
+    err = json.loads(res.stdout)["error"]
+    assert err["code"] == 2 and err["kind"] == "usage"
+
+
+def test_an_option_missing_its_value_keeps_the_json_given_before_it():
+    res = runner.invoke(app, ["prefetch", "hardware", "list", "--json", "--lang"],
+                        prog_name="cannbot")
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"]["message"] == "Option '--lang' requires an argument."
+    assert res.stderr.startswith("error: ") and "`cannbot prefetch hardware list -h`" in res.stderr
+
+
+def test_words_after_double_dash_are_not_options():
+    """`--` ends the options for Click, so `--lang zh` after it is no language request."""
+    res = runner.invoke(app, ["prefetch", "analyze", "--json", "--", "--lang", "zh"])
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: Got unexpected extra argument(s) (zh)")
+    assert json.loads(res.stdout)["error"]["kind"] == "usage"
+
+
+def test_no_module_reads_the_command_line_outside_typer():
+    """Issue 34: no argv scanner before Typer; Click alone reads the words."""
+    src = REPO / "src" / "cannbot_prefetch"
+    readers = [str(p.relative_to(src)) for p in src.rglob("*.py")
+               if "sys.argv" in p.read_text(encoding="utf-8")]
+    assert readers == []
+
+
 def _cli(*args) -> list[str]:
     return [sys.executable, "-c", "from cannbot_prefetch.cli import main; main()", *args]
 

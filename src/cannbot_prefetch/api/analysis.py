@@ -214,9 +214,7 @@ class Planned:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        extra = () if self.plan.sites else (
-            "no site planned: see the rejections (no safe window / not mapped / not worth it); "
-            "nothing to apply",)
+        extra = () if self.plan.sites else (said("said.nothing_planned"),)
         return tuple(self.design.notes) + extra
 
     def plan_text(self) -> str:

@@ -14,10 +14,11 @@ import sys
 from typing import Annotated, Any, Callable, Sequence, TypeVar
 
 import typer
-from typer.core import TyperGroup
+from typer import _click  # Typer's own (vendored) click: its exceptions are these
 
 from .. import __version__
 from ..errors import CannbotError
+from .context import Command, Group, shared
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -32,18 +33,15 @@ VersionOpt = Annotated[bool, typer.Option(
     "--version", callback=_version, is_eager=True, help="Print the version and exit.")]
 
 
-class _Root(TyperGroup):
-    """The root group: turns usage errors, a closed pipe and Ctrl-C into the contract's exits."""
+class _Root(Group):
+    """The root group: turns usage errors, a closed pipe and Ctrl-C into the contract's exits,
+    worded with the --json/--lang that Click recorded on the context (cli/context.py)."""
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
              windows_expand_args: bool = True, **extra: Any) -> Any:
-        from typer import _click  # Typer's own (vendored) click: its exceptions are these
-
-        argv = list(sys.argv[1:] if args is None else args)
-        as_json, lang = _scan(argv)
         try:
-            rv = super().main(argv, prog_name, complete_var, standalone_mode=False,
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False,
                               windows_expand_args=windows_expand_args, **extra)
             code = rv if isinstance(rv, int) else 0
             _flush()
@@ -52,10 +50,10 @@ class _Root(TyperGroup):
             code = 0
         except _click.exceptions.ClickException as err:
             code = err.exit_code
-            _usage_error(err, as_json, lang)
-        except typer.Abort:
+            _usage_error(err, *shared(getattr(err, "ctx", None)))
+        except typer.Abort:             # outside a command (none today): still one line
             code = 1
-            print(_t("cli.aborted", lang), file=sys.stderr)
+            print(_t("cli.aborted", "en"), file=sys.stderr)
         except OSError as err:          # BrokenPipeError included
             if not _is_epipe(err):
                 raise
@@ -70,6 +68,13 @@ class _Root(TyperGroup):
             sys.exit(code)
         return code
 
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Abort, EOFError):   # a declined or closed prompt: one line, in --lang
+            print(_t("cli.aborted", shared(ctx)[1]), file=sys.stderr)
+            raise typer.Exit(1) from None
+
 
 # Plain help and usage text (rich_markup_mode=None): Typer's Rich formatter costs ~0.1-0.2 s of
 # imports before the first line of `-h` appears (issue 12 start-up). Commands still draw their
@@ -78,7 +83,7 @@ PLAIN = {"rich_markup_mode": None}
 app = typer.Typer(cls=_Root, add_completion=False, no_args_is_help=True, **PLAIN,
                   context_settings=_CONTEXT, help="cannbot tools for Ascend NPU inference.")
 prefetch = typer.Typer(
-    no_args_is_help=True, **PLAIN, context_settings=_CONTEXT,
+    cls=Group, no_args_is_help=True, **PLAIN, context_settings=_CONTEXT,
     help="Profile-driven weight prefetch (torch_npu.npu_prefetch): analyze, apply, verify, report.",
 )
 app.add_typer(prefetch, name="prefetch")
@@ -114,19 +119,6 @@ T = TypeVar("T")
 def _t(key: str, lang: str, **kw: Any) -> str:
     from ..i18n import t
     return t(key, lang if lang in ("en", "zh") else "en", **kw)
-
-
-def _scan(argv: list[str]) -> tuple[bool, str]:
-    """--json and --lang as given, read from the raw arguments (a usage error happens before
-    Click has parsed them)."""
-    words = argv[:argv.index("--")] if "--" in argv else argv
-    lang = "en"
-    for i, w in enumerate(words):
-        if w == "--lang" and i + 1 < len(words):
-            lang = words[i + 1]
-        elif w.startswith("--lang="):
-            lang = w.split("=", 1)[1]
-    return "--json" in words, lang if lang in ("en", "zh") else "en"
 
 
 def error_text(err: CannbotError, lang: str) -> str:

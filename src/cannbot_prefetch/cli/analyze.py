@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..fmt import mib_number, number
-from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
+from . import Command, DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
 
 def _parse_steps(step: Optional[int], steps: Optional[str]) -> tuple[int, int] | None:
@@ -50,7 +50,7 @@ def _parse_src_map(values: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-@prefetch.command("analyze")
+@prefetch.command("analyze", cls=Command)
 def analyze(
     profile: Annotated[Optional[str], typer.Argument(
         help="Profiling export: *_ascend_pt folder (or a folder of ranks), msprof PROF_* folder "
@@ -142,7 +142,8 @@ def _evidence_line(con, sigs: list[dict], lang: str) -> None:
             key = (s.get("measured_verdict") or "-", s["evidence"])
             counts[key] = counts.get(key, 0) + 1
     if counts:
-        items = ", ".join(f"{v} by {e} ×{n}" for (v, e), n in sorted(counts.items()))
+        items = t("joined.list", lang).join(t("analyze.evidence_item", lang, verdict=v, by=e, n=n)
+                                            for (v, e), n in sorted(counts.items()))
         con.print(t("analyze.evidence", lang, items=items), style="dim")
 
 
@@ -235,8 +236,8 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
                         size=f"{c['max_size']:,}", bound_by=c["bound_by"], gain=gain))
     for r in doc.get("rejections", []):
         code = r.get("reason_code", "")
-        reason = escape(str(r.get("reason", "")))
-        if lang != "en" and f"reason.{code}" in catalog():   # the sentence stays English: gloss it
+        reason = escape(str(localize(str(r.get("reason", "")), lang)))
+        if lang != "en" and f"reason.{code}" in catalog():   # the code's gloss, then the reason
             reason = t("analyze.not_planned_zh_detail", lang, gloss=t(f"reason.{code}", lang),
                        reason=reason)
         con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),

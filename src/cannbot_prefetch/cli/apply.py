@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 
 from ..fmt import mib
-from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
+from . import Command, DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 
 
 def _status(site_id: str, changes, done: bool, lang: str) -> str:
@@ -89,7 +89,7 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
         out.print(t("apply.none", lang))
 
 
-@prefetch.command("apply")
+@prefetch.command("apply", cls=Command)
 def apply(
     plan: Annotated[Path, typer.Argument(help="prefetch_plan.yaml written by analyze.")],
     write: Annotated[bool, typer.Option("--write", help="Write the changes (shows them, then asks).")] = False,

@@ -7,14 +7,14 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from . import PLAIN, DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
+from . import PLAIN, Command, DebugOpt, Group, JsonOpt, LangOpt, guarded, make_console, prefetch
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ..hardware import HardwareProfile
 
-hw_app = typer.Typer(no_args_is_help=True, **PLAIN,
+hw_app = typer.Typer(cls=Group, no_args_is_help=True, **PLAIN,
                      help="Hardware profiles: list, show (every number with its source), calibrate.")
 prefetch.add_typer(hw_app, name="hardware")
 
@@ -100,7 +100,7 @@ def _show_table(p: "HardwareProfile", t: dict[str, str]) -> "Table":
     return table
 
 
-@hw_app.command("list")
+@hw_app.command("list", cls=Command)
 def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
     """Every known part (shipped, and calibrated in the user folder)."""
     def body() -> None:
@@ -132,7 +132,7 @@ def list_cmd(as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = 
     guarded(debug, body, json_out=as_json, lang=lang)
 
 
-@hw_app.command("show")
+@hw_app.command("show", cls=Command)
 def show_cmd(name: Annotated[str, typer.Argument(help="Part name or alias, e.g. 910B3, Ascend910B3.")],
              as_json: JsonOpt = False, debug: DebugOpt = False, lang: LangOpt = "en") -> None:
     """One part: every number with its source."""
@@ -162,7 +162,7 @@ def _ref(prof: "HardwareProfile") -> str:
     return prof.name if in_user_dir else prof.path
 
 
-@hw_app.command("calibrate")
+@hw_app.command("calibrate", cls=Command)
 def calibrate_cmd(
     out: Annotated[str | None, typer.Option("--out", help="YAML file or folder to write (default: the user folder).")] = None,
     seconds: Annotated[float, typer.Option("--seconds", help="Time budget of the measurement.")] = 3.0,

@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
+from . import Command, DebugOpt, JsonOpt, LangOpt, guarded, parse_steps, make_console, prefetch
 
-@prefetch.command("report")
+@prefetch.command("report", cls=Command)
 def report(
     plan: Annotated[str, typer.Option("--plan", help="The plan (prefetch_plan.yaml) that was applied.")],
     baseline: Annotated[Optional[str], typer.Option("--baseline", help="Profile with the switch off. Without it (no profile): the expected gain from the plan's shapes and hardware, 'unknown' where a profile is needed, and the A/B script.")] = None,

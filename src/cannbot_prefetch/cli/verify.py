@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from . import DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
+from . import Command, DebugOpt, JsonOpt, LangOpt, guarded, make_console, prefetch
 
-@prefetch.command("verify")
+@prefetch.command("verify", cls=Command)
 def verify(
     plan: Annotated[Path, typer.Argument(help="The applied prefetch_plan.yaml.")],
     factory: Annotated[str | None, typer.Option("--factory", help="MODULE:FUNC returning (model, inputs), "

@@ -138,7 +138,8 @@ def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[
         a_why = verdict_why(verdict, ai=fields.get("ai"), ridge=fields.get("ridge"),
                      roof_us=max(fields["t_compute_us"], fields["t_memory_us"]), mean_us=mean_us,
                      mac=mac, mte2=mte2, pol=pol, measured=False)
-        notes.insert(0, f"counters say {measured} ({m_why}); shapes say {verdict} ({a_why})")
+        notes.insert(0, said("said.verdicts_disagree", measured=measured, m_why=m_why,
+                             verdict=verdict, a_why=a_why))
     if cost is not None and cost.contains_communication:
         flags.append(FLAG_COMMUNICATION)
     samples = tuple(s for s in (row.get("samples") or []) if s)

@@ -57,48 +57,53 @@ def gemm_verdict(mac: float | None, mte2: float | None, *, ai: float | None,
     lim_m, lim_c = pol["measured_memory_mte2_ratio"], pol["measured_compute_mac_ratio"]
     band, f, roof = pol["ratio_margin"], pol["ridge_margin"], pol["hbm_roof_share"]
     c, m = mac or 0.0, mte2 or 0.0
-    nums = f"mac {c:.2f}, mte2 {m:.2f}"
+    # Every reason is a `said.*` sentence (configs/messages.yaml), so a Chinese document
+    # re-words it (i18n.localize); the numbers are its parameters.
+    basis_said = said("part.basis_measured" if basis == "measured" else "part.basis_analytic")
+    parts = [f"mac {c:.2f}", f"mte2 {m:.2f}"]
     if share is not None:
-        nums += f", HBM {share:.0%} of its rate ({basis} bytes)"
+        parts.append(said("part.hbm_share", share=f"{share:.0%}", basis=basis_said))
     has_ai = ai is not None and ridge is not None and ridge > 0
     if has_ai:
-        nums += f", AI {ai:.3g} vs ridge {ridge:.3g}"
+        parts.append(said("part.ai_vs_ridge", ai=f"{ai:.3g}", ridge=f"{ridge:.3g}"))
+    nums = ", ".join(parts)
     if has_ai and ai >= f * ridge:
         v = analytic if analytic in (Verdict.COMPUTE, Verdict.LATENCY) else Verdict.COMPUTE
-        return v, "intensity", (f"AI {ai:.3g} >= {f:g} x ridge {ridge:.3g}: HBM cannot limit it, "
-                                f"whatever MTE2 shows ({nums})")
+        return v, "intensity", said("said.verdict_intensity", ai=f"{ai:.3g}", f=f"{f:g}",
+                                    ridge=f"{ridge:.3g}", nums=nums)
     mte2_busy = m >= lim_m and m > c
     # Measured bytes at the HBM roof are evidence on their own; analytic bytes are an upper
     # bound (L2 hits, a prefetched weight) and count only beside a busy MTE2 pipe.
     pipes = mac is not None or mte2 is not None
     if share is not None and share >= roof and (basis == "measured" or mte2_busy) and (
             m > c or not pipes):
-        also = f"; the cube is busy too (mac {c:.2f})" if c >= lim_c else ""
-        return Verdict.MEMORY, "hbm", (f"HBM at {share:.0%} >= {roof:.0%} of its rate ({basis} "
-                                       f"bytes / mean time{also}; {nums})")
+        key = "said.verdict_hbm_roof_cube_busy" if c >= lim_c else "said.verdict_hbm_roof"
+        return Verdict.MEMORY, "hbm", said(key, share=f"{share:.0%}", roof=f"{roof:.0%}",
+                                           basis=basis_said, c=f"{c:.2f}", nums=nums)
     if not pipes and share is not None:   # MemoryAccess bytes only, below the HBM roof
         v = analytic if analytic in (Verdict.COMPUTE, Verdict.LATENCY) else Verdict.LATENCY
-        return v, "hbm", (f"HBM at {share:.0%} < {roof:.0%} of its rate ({basis} bytes / mean "
-                          f"time): the op runs below the HBM roof ({nums})")
+        return v, "hbm", said("said.verdict_hbm_below", share=f"{share:.0%}", roof=f"{roof:.0%}",
+                              basis=basis_said, nums=nums)
     if c >= lim_c:
-        return Verdict.COMPUTE, "cube", (f"mac {c:.2f} >= {lim_c}: the cube is busy, and no "
-                                         f"measured HBM roof with a busier MTE2 outranks it ({nums})")
+        return Verdict.COMPUTE, "cube", said("said.verdict_cube", c=f"{c:.2f}", lim=lim_c, nums=nums)
     near_cube = c >= lim_c - band
     if mte2_busy:
         why = said("said.counters_memory", m=f"{m:.2f}", lim=lim_m, c=f"{c:.2f}")
         if near_cube:
-            return Verdict.BORDERLINE, "margin", f"{why}, but mac is within {band} of {lim_c} ({nums})"
+            return Verdict.BORDERLINE, "margin", said("said.verdict_near_cube", why=why, band=band,
+                                                      lim=lim_c, nums=nums)
         if not has_ai or ai < ridge:
             return Verdict.MEMORY, "counters", (
                 said("said.counters_ai", why=why, ai=f"{ai:.3g}", ridge=f"{ridge:.3g}") if has_ai else why)
-        return Verdict.BORDERLINE, "margin", (f"{why}, but AI {ai:.3g} >= ridge {ridge:.3g} "
-                                              f"(under {f:g}x)" + (f" and HBM runs at {share:.0%}"
-                                              if share is not None else "")
-                                              + ": the pipe may be moving L2 hits")
+        return Verdict.BORDERLINE, "margin", said(
+            "said.verdict_l2_hits" if share is None else "said.verdict_l2_hits_hbm", why=why,
+            ai=f"{ai:.3g}", ridge=f"{ridge:.3g}", f=f"{f:g}",
+            share="" if share is None else f"{share:.0%}")
     if lim_m - band <= m < lim_m or lim_c - band <= c < lim_c:
-        return Verdict.BORDERLINE, "margin", (f"mte2 {m:.2f} / mac {c:.2f}: within {band} of "
-                                              f"{lim_m} / {lim_c} ({nums})")
-    return Verdict.LATENCY, "counters", f"neither mte2 {m:.2f} nor mac {c:.2f} reaches {lim_m}"
+        return Verdict.BORDERLINE, "margin", said("said.verdict_margin", m=f"{m:.2f}", c=f"{c:.2f}",
+                                                  band=band, lim_m=lim_m, lim_c=lim_c, nums=nums)
+    return Verdict.LATENCY, "counters", said("said.verdict_latency", m=f"{m:.2f}", c=f"{c:.2f}",
+                                             lim=lim_m)
 
 
 def measured_verdict(mac: float | None, mte2: float | None, pol: dict[str, Any]) -> str | None:
@@ -128,12 +133,13 @@ def verdict_why(verdict: str, *, ai: float | None, ridge: float | None, roof_us:
             return said("said.counters_memory", m=f"{mte2 or 0:.2f}", lim=pol["measured_memory_mte2_ratio"],
                         c=f"{mac or 0:.2f}")
         if verdict == Verdict.COMPUTE:
-            return f"mac {mac or 0:.2f} >= {pol['measured_compute_mac_ratio']} and >= mte2 {mte2 or 0:.2f}"
-        return (f"neither mte2 {mte2 or 0:.2f} nor mac {mac or 0:.2f} reaches "
-                f"{pol['measured_memory_mte2_ratio']}")
+            return said("said.verdict_compute", c=f"{mac or 0:.2f}",
+                        lim=pol["measured_compute_mac_ratio"], m=f"{mte2 or 0:.2f}")
+        return said("said.verdict_latency", m=f"{mte2 or 0:.2f}", c=f"{mac or 0:.2f}",
+                    lim=pol["measured_memory_mte2_ratio"])
     if verdict == Verdict.LATENCY and roof_us is not None and mean_us:
-        return (f"roofline time {roof_us:.3g} µs is under {pol['latency_roofline_share']:.0%} of the "
-                f"measured {mean_us:.3g} µs")
+        return said("said.verdict_roofline_latency", roof=f"{roof_us:.3g}",
+                    share=f"{pol['latency_roofline_share']:.0%}", mean=f"{mean_us:.3g}")
     if ai is not None and ridge is not None:
         rel = "<" if verdict == Verdict.MEMORY else ">="
         return f"AI {ai:.3g} {rel} ridge {ridge:.3g} FLOP/B"

@@ -22,6 +22,7 @@ character is the half-width form left in Chinese prose.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -97,3 +98,99 @@ def test_zh_documents_are_chinese_prose(path):
 def test_zh_documents_use_full_width_punctuation(path):
     bad = [ln for ln in prose(path.read_text(encoding="utf-8")).splitlines() if HALF.search(ln)]
     assert not bad, "\n".join(bad[:10])
+
+
+# ------------------------------------------------------------- verdict reasons (issue 34b item 4)
+# Every branch of roofline/verdict.py's reasons, reached by counters chosen by hand against
+# configs/policy.yaml `verdict` (thresholds 0.8, ratio_margin 0.05, ridge_margin 2, hbm_roof_share
+# 0.8): (mac, mte2, ai, ridge, analytic verdict, HBM share, bytes basis) -> (verdict, evidence).
+BRANCHES = {
+    "intensity": ((0.5, 0.9, 500.0, 184.0, "compute-bound", None, "analytic"), ("compute-bound", "intensity")),
+    "hbm roof": ((0.3, 0.9, 50.0, 184.0, "memory-bound", 0.9, "measured"), ("memory-bound", "hbm")),
+    "hbm roof, cube busy": ((0.85, 0.9, 50.0, 184.0, "memory-bound", 0.9, "measured"), ("memory-bound", "hbm")),
+    "below the hbm roof": ((None, None, 50.0, 184.0, "latency-bound", 0.5, "measured"), ("latency-bound", "hbm")),
+    "cube": ((0.9, 0.5, 100.0, 184.0, "memory-bound", 0.5, "analytic"), ("compute-bound", "cube")),
+    "counters": ((0.3, 0.9, 50.0, 184.0, "memory-bound", None, "analytic"), ("memory-bound", "counters")),
+    "near the cube": ((0.77, 0.9, 50.0, 184.0, "memory-bound", None, "analytic"), ("borderline", "margin")),
+    "l2 hits": ((0.3, 0.9, 250.0, 184.0, "compute-bound", None, "analytic"), ("borderline", "margin")),
+    "l2 hits, hbm": ((0.3, 0.9, 250.0, 184.0, "compute-bound", 0.5, "analytic"), ("borderline", "margin")),
+    "margin": ((0.3, 0.78, 50.0, 184.0, "memory-bound", None, "analytic"), ("borderline", "margin")),
+    "latency": ((0.3, 0.5, 50.0, 184.0, "memory-bound", None, "analytic"), ("latency-bound", "counters")),
+}
+
+
+def _verdict_policy() -> dict:
+    import yaml
+    return yaml.safe_load((REPO / "configs" / "policy.yaml").read_text(encoding="utf-8"))["verdict"]
+
+
+def _no_english(text: str) -> None:
+    assert CJK.search(text) and english_words(text) == [], (text, english_words(text))
+    assert not HALF.search(text), text
+
+
+@pytest.mark.parametrize("branch", list(BRANCHES))
+def test_every_verdict_reason_reads_in_chinese(branch):
+    """The reason of each verdict branch, alone (the design's evidence column) and inside the
+    rejection sentence the design lists, has no English prose word in Chinese."""
+    from cannbot_prefetch.i18n import localize, said
+    from cannbot_prefetch.roofline.verdict import gemm_verdict
+
+    (mac, mte2, ai, ridge, analytic, share, basis), want = BRANCHES[branch]
+    verdict, by, why = gemm_verdict(mac, mte2, ai=ai, ridge=ridge, analytic=analytic, share=share,
+                                    basis=basis, pol=_verdict_policy())
+    assert (verdict, by) == want, (verdict, by, why)       # the branch the inputs were chosen for
+    _no_english(localize(why, "zh"))
+    if verdict != "memory-bound":     # a memory-bound signature is a target, never listed
+        who = said("part.by_intensity" if by == "intensity" else "part.by_counters")
+        listed = said("said.listed_measured_decides", who=who, verdict=verdict, why=why,
+                      roof=analytic, roof_why=f"AI {ai:.3g} < ridge {ridge:.3g} FLOP/B")
+        _no_english(localize(listed, "zh"))
+    note = said("said.verdicts_disagree", measured=verdict, m_why=why, verdict=analytic,
+                a_why=f"AI {ai:.3g} < ridge {ridge:.3g} FLOP/B")
+    _no_english(localize(note, "zh"))
+
+
+@pytest.mark.parametrize("verdict, measured, roof_us", [
+    ("compute-bound", True, None), ("latency-bound", True, None), ("latency-bound", False, 1.0)])
+def test_the_other_verdict_reasons_read_in_chinese(verdict, measured, roof_us):
+    from cannbot_prefetch.i18n import localize
+    from cannbot_prefetch.roofline.verdict import verdict_why
+
+    why = verdict_why(verdict, ai=None, ridge=None, roof_us=roof_us, mean_us=10.0, mac=0.9,
+                      mte2=0.3, pol=_verdict_policy(), measured=measured)
+    assert why
+    _no_english(localize(why, "zh"))
+
+
+def test_a_design_without_a_memory_bound_linear_is_chinese_prose(tmp_path):
+    """End to end on a GENERATED profile whose MatMuls are compute- and latency-bound by their
+    counters (tests/matrix/decodegen: Llama-3.2-1B, decode batch 256 on 910B3, above the ridge):
+    `analyze --lang zh` writes a design whose prose is ≥ 95 % Chinese, its roofline and
+    not-planned sections without an English word."""
+    pytest.importorskip("transformers")
+    import shutil
+
+    from decodegen import MATRIX, generate
+    from typer.testing import CliRunner
+
+    from cannbot_prefetch.cli import app
+
+    gen = generate(MATRIX["llama1b-b256-short-tp1-910B3"], tmp_path / "gen")
+    src = tmp_path / "modeling_llama.py"
+    shutil.copyfile(gen.model_src, src)
+    res = CliRunner().invoke(app, ["prefetch", "analyze", str(gen.profile), "--model-src", str(src),
+                                   "--model-config", str(gen.config_path), "--out",
+                                   str(tmp_path / "out"), "--lang", "zh", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    codes = {r["reason_code"] for r in doc["rejections"]}
+    # the generator's linears there are compute- or latency-bound by their counters (physics.py)
+    assert doc["candidates"] == [] and codes and codes <= {"latency_bound", "compute_bound"}, codes
+    text = (tmp_path / "out" / "prefetch_design.md").read_text(encoding="utf-8")
+    assert chinese_share(text) >= 0.95, english_words(text)
+    roofline = text.split("## 2.")[1].split("## 3.")[0]
+    rejected = text.split("## 7.")[1].split("## 8.")[0]
+    assert "-bound" in roofline and any(c in rejected for c in codes)
+    assert english_words(roofline) == [] and english_words(rejected) == [], (
+        english_words(roofline), english_words(rejected))
