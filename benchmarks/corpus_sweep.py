@@ -165,6 +165,9 @@ def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
                       if all(list(lt[:j + 1]).count(k) >= c for k, c in want.items())), len(lt))
             n = max(LAYERS, n)
             pattern = list(lt[:n])
+            if n > 4 * len(kinds):      # a long prefix (a kind first seen deep in the stack):
+                n = max(LAYERS, len(kinds))          # each kind once, as before
+                pattern = (kinds * n)[:n]
         with contextlib.suppress(Exception):
             cfg.layer_types = pattern
             cfg.num_hidden_layers = n
