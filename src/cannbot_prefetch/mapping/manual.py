@@ -14,7 +14,9 @@ Without `--window`, the window starts at the output of the MatMul the forward pa
 before the target (down_proj at gate_up_proj's output, gate_up_proj at the attention block's
 output), else, for a layer's first MatMul, after the layer's last one (the next layer's qkv at
 this layer's MLP output), the first such placement apply accepts; only when none is legal, the
-target's own input (a window of no op, which the plan says: `held_calls`).
+target's own input (a window of no op, which the plan says: `held_calls`). In a stack built from
+several layer classes the default placement runs in every class that runs the target, and is
+never a next-layer one (`uncovered`); a target's call inside the stack comes before one outside.
 
 A target that is not in the source, or malformed, is bad input (exit 2). A target that exists but
 cannot be planned (never run by the forward pass, shape not evaluable, no insertion apply would
@@ -216,10 +218,11 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
     check = lambda p: settle(p, t.lin, accept)  # noqa: E731
     if not window:
         # every layer that runs the target runs the prefetch (a stack of several layer classes)
-        check = lambda p: uncovered(ms, events, t.t_idx, p) or settle(p, t.lin, accept)  # noqa: E731,E501
-        pl = earliest_window(ms, events, t.t_idx, t.lin, check)
+        def every_layer(p):
+            return uncovered(ms, events, t.t_idx, p) or settle(p, t.lin, accept)
+        pl = earliest_window(ms, events, t.t_idx, t.lin, every_layer)
         if pl is None:
-            pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=check)
+            pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=every_layer)
         if isinstance(pl, str):
             raise Unplaceable(text, f"no legal dependency: {pl}")
         return pl
