@@ -87,6 +87,7 @@ def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
     """Fewer heads, layers, experts and tokens, with every per-head size left as the family
     defines it (rotary and latent dims stay consistent): hidden = 4 heads x head_dim.
     widths=False: only layers, experts and the vocabulary (families with stricter checks)."""
+    per_layer = _per_layer_overrides(cfg)
     d = cfg.to_dict()
     amap = getattr(cfg, "attribute_map", {}) or {}
     keys = set(d) | set(amap)
@@ -153,12 +154,57 @@ def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
         kinds = list(dict.fromkeys(lt))[:4]
         # each kind twice: a next-layer prefetch of a kind's module (qwen3_5's linear attention
         # after a full-attention layer) has a following layer of that kind to fire in
-        n = max(LAYERS, (2 if twice else 1) * len(kinds))
+        n = max(LAYERS, 2 * len(kinds))
+        pattern = (kinds * n)[:n]
+        if not twice:
+            # config classes that key per-layer settings by layer index (dots3_note's
+            # per_layer_config) refuse a reordered pattern: the family's own, cut after each
+            # kind's second layer, so its layer-to-layer order is the real model's
+            want = {k: min(2, list(lt).count(k)) for k in kinds}
+            n = next((j + 1 for j in range(len(lt))
+                      if all(list(lt[:j + 1]).count(k) >= c for k, c in want.items())), len(lt))
+            n = max(LAYERS, n)
+            pattern = list(lt[:n])
+            if n > 4 * len(kinds):      # a long prefix (a kind first seen deep in the stack):
+                n = max(LAYERS, len(kinds))          # each kind once, as before
+                pattern = (kinds * n)[:n]
         with contextlib.suppress(Exception):
-            cfg.layer_types = (kinds * n)[:n]
+            cfg.layer_types = pattern
             cfg.num_hidden_layers = n
+    if per_layer is not None:
+        _shrink_overrides(cfg, per_layer)
     with contextlib.suppress(Exception):
         cfg._attn_implementation = "eager"
+
+
+def _per_layer_overrides(cfg) -> dict | None:
+    """A heterogeneous config's per-layer overrides when they set head counts (transformers'
+    `per_layer_config`: dots3_note's 64-head layers beside 128-head ones, whose global head count
+    cannot be read while they are on), taken off so the global values read and shrink as usual;
+    None otherwise."""
+    if not getattr(cfg, "is_heterogeneous", False):
+        return None
+    raw = cfg.to_dict().get("per_layer_config") or {}
+    if not any(HEADS.search(k) for v in raw.values() for k in v):
+        return None        # only per-head sizes differ (gemma4's head_dim): left as they are
+    cfg.per_layer_config = None
+    return {int(i): dict(v) for i, v in raw.items()}
+
+
+def _shrink_overrides(cfg, per_layer: dict) -> None:
+    """The overrides back on the layers the tiny model keeps, their head counts the global ones
+    (their per-head sizes and ranks as the family sets them)."""
+    n = getattr(cfg, "num_hidden_layers", LAYERS)
+    kept = {}
+    for i, ov in per_layer.items():
+        if i >= n:
+            continue
+        for k in list(ov):
+            if HEADS.search(k) and isinstance(getattr(cfg, k, None), int):
+                ov[k] = getattr(cfg, k)
+        kept[i] = ov
+    with contextlib.suppress(Exception):
+        cfg.per_layer_config = kept or None
 
 
 # widths the uniform scaling divides (every per-head size - head_dim, d_head, d_state - is kept)

@@ -270,11 +270,12 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
 
 
 def roots(ms: ModelSource, flat: dict[str, list[Event]] | None = None) -> list[str]:
-    """Classes with a forward that no other class instantiates; CausalLM-like ones first.
+    """Classes with a forward that no other class instantiates (any of the classes an attribute
+    may hold counts: if/else, a dict of classes); CausalLM-like ones first.
     Classes of files loaded only because the model imports them are never roots. `flat`
     keeps each root's flattened forward (the caller's next question is the first one's)."""
     flat = {} if flat is None else flat
-    used = set(ms.children.values())
+    used = set(ms.children.values()) | {c for alts in ms.alternatives.values() for c in alts}
     out = [c for c in ms.classes if c not in used and ms.method(c, "forward") is not None
            and ms.file_of(c) in ms.primary]
     for c in out:

@@ -14,7 +14,9 @@ Without `--window`, the window starts at the output of the MatMul the forward pa
 before the target (down_proj at gate_up_proj's output, gate_up_proj at the attention block's
 output), else, for a layer's first MatMul, after the layer's last one (the next layer's qkv at
 this layer's MLP output), the first such placement apply accepts; only when none is legal, the
-target's own input (a window of no op, which the plan says: `held_calls`).
+target's own input (a window of no op, which the plan says: `held_calls`). In a stack built from
+several layer classes the default placement runs in every class that runs the target, and is
+never a next-layer one (`uncovered`); a target's call inside the stack comes before one outside.
 
 A target that is not in the source, or malformed, is bad input (exit 2). A target that exists but
 cannot be planned (never run by the forward pass, shape not evaluable, no insertion apply would
@@ -108,6 +110,10 @@ def parse_target(text: str, ms: ModelSource, roots: list[str],
             own = [i for i in own if all(any(h.access == a for h in events[i].path)
                                          for a in indexed)]
             hits = [i for i in hits if i in own]
+        # a call inside the layer stack first: that instance runs once per layer and token,
+        # one outside it (Kosmos-2's image-to-text projection, `self.x_attn`) once per image
+        own = _in_stack(ms, events, own) or own
+        hits = _in_stack(ms, events, hits) or hits
         if own:
             return ManualTarget(lin.cls, lin.attr, lin, own[0], tuple(events), text)
         if hits and fallback is None:
@@ -116,6 +122,70 @@ def parse_target(text: str, ms: ModelSource, roots: list[str],
         return fallback
     raise Unplaceable(text, f"{lin.qualname} is never run by the forward pass of "
                             f"{' / '.join(roots[:3]) or 'any root class'} (no call path reaches it)")
+
+
+def _in_stack(ms: ModelSource, events: list[Event], idx: list[int]) -> list[int]:
+    """The calls among `idx` made inside a decoder-layer stack, in order."""
+    from .place import layer_depth
+
+    return [i for i in idx if layer_depth(ms, events[i].path) is not None]
+
+
+def layer_classes(ms: ModelSource, events: list[Event], t_idx: int, of_target: bool = True
+                  ) -> set[str]:
+    """The classes of the stack's layers (the class whose forward the layer call runs) that run
+    the target's linear (`of_target`), or every class of that stack. More than one: the stack
+    is built from several layer classes (Mllama's self- and cross-attention layers, a hybrid's
+    attention and linear-attention layers, Inkling2-Loop's four kinds picked from a dict)."""
+    from .place import layer_depth
+
+    t = events[t_idx]
+    ld = layer_depth(ms, t.path)
+    if ld is None or ld + 1 >= len(t.path):
+        return set()
+    stack = (t.path[ld].cls, t.path[ld].method)
+    out = set()
+    for e in events:
+        if of_target and (e.kind != "linear" or (e.owner, e.attr) != (t.owner, t.attr)):
+            continue
+        d = layer_depth(ms, e.path)
+        if d is not None and d + 1 < len(e.path) and (e.path[d].cls, e.path[d].method) == stack:
+            out.add(e.path[d + 1].cls)
+    return out
+
+
+def uncovered(ms: ModelSource, events: list[Event], t_idx: int, pl: Placement) -> str | None:
+    """Why an insertion would prefetch the target in only some layers of a stack built from
+    several layer classes, None when it runs for every layer that runs the target. A line in one
+    layer class runs only in the layers of that class; a next-layer line in one class runs only
+    when a layer of that class precedes the target's layer, so the next layer's weight is
+    prefetched only where the pattern of classes happens to put them in that order."""
+    ins = (pl.insert.cls, pl.insert.method)
+    if pl.scope == "next_layer":
+        kinds = layer_classes(ms, events, t_idx, of_target=False)
+        if len(kinds) > 1:
+            return (f"the stack's layers are of {len(kinds)} classes ({', '.join(sorted(kinds))}): "
+                    f"a next-layer prefetch in {ins[0]} runs only where a layer of that class "
+                    f"comes before one that holds the target")
+        return None
+    kinds = layer_classes(ms, events, t_idx)
+    if len(kinds) < 2:
+        return None
+    t = events[t_idx]
+    from .place import layer_depth
+
+    reached = set()
+    for e in events:
+        if e.kind == "linear" and (e.owner, e.attr) == (t.owner, t.attr) and \
+                ins in {(h.cls, h.method) for h in e.path}:
+            d = layer_depth(ms, e.path)
+            if d is not None and d + 1 < len(e.path):
+                reached.add(e.path[d + 1].cls)
+    missed = sorted(kinds - reached)
+    if not missed:
+        return None
+    return (f"{ins[0]}.{ins[1]} does not run in the layers of class {', '.join(missed)}, which "
+            f"run the target too")
 
 
 def _after_in_layer(events: list[Event], t_idx: int, calls: list[int]) -> list[int]:
@@ -147,9 +217,12 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
     text = t.text or f"{t.cls}.{t.attr}"
     check = lambda p: settle(p, t.lin, accept)  # noqa: E731
     if not window:
-        pl = earliest_window(ms, events, t.t_idx, t.lin, check)
+        # every layer that runs the target runs the prefetch (a stack of several layer classes)
+        def every_layer(p):
+            return uncovered(ms, events, t.t_idx, p) or settle(p, t.lin, accept)
+        pl = earliest_window(ms, events, t.t_idx, t.lin, every_layer)
         if pl is None:
-            pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=check)
+            pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=every_layer)
         if isinstance(pl, str):
             raise Unplaceable(text, f"no legal dependency: {pl}")
         return pl

@@ -68,8 +68,8 @@ def scan_structure(ms: ModelSource) -> None:
 def _class_defaults(init) -> dict[str, list[str]]:
     """Names that hold a class the layer instantiates: a parameter's default (vLLM's
     `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`) and a local
-    assigned a class in branches (`attn_cls = DeepseekAttention` / `= DeepseekV2MLAAttention`):
-    every class it may hold."""
+    assigned a class in branches (`attn_cls = DeepseekAttention` / `= DeepseekV2MLAAttention`) or
+    picked from a dict of classes (`layer_class = layer_classes[key]`): every class it may hold."""
     fn = init.node
     if fn is None:
         return {}
@@ -78,12 +78,24 @@ def _class_defaults(init) -> dict[str, list[str]]:
         if isinstance(p.default, cst.Name) and p.default.value[:1].isupper():
             out.setdefault(p.name.value, []).append(p.default.value)
     for node in _walk(fn.body):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0].target, cst.Name) and isinstance(node.value, cst.Name) \
-                and node.value.value[:1].isupper():
-            alts = out.setdefault(node.targets[0].target.value, [])
-            if node.value.value not in alts:
-                alts.append(node.value.value)
+        if not (isinstance(node, cst.Assign) and len(node.targets) == 1 and
+                isinstance(node.targets[0].target, cst.Name)):
+            continue
+        v = node.value
+        if isinstance(v, cst.Name) and v.value[:1].isupper():
+            names = [v.value]
+        elif isinstance(v, cst.Dict):
+            # a mapping of classes (`layer_classes = {(True, False): SlidingLayer, ...}`)
+            names = [e.value.value for e in v.elements if isinstance(e, cst.DictElement)
+                     and isinstance(e.value, cst.Name) and e.value.value[:1].isupper()]
+        elif isinstance(v, cst.Subscript) and isinstance(v.value, cst.Name):
+            names = list(out.get(v.value.value, ()))   # one picked from it: `layer_classes[k]`
+        else:
+            continue
+        alts = out.setdefault(node.targets[0].target.value, [])
+        for n in names:
+            if n not in alts:
+                alts.append(n)
     return out
 
 
