@@ -18,6 +18,9 @@ from cannbot_prefetch.mapping import Mapper
 from cannbot_prefetch.mapping.manual import parse_target
 from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.plan import load_plan
+from cannbot_prefetch.policy import Policy
+
+POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 
 HEAD = '''# GENERATED for cannbot-prefetch tests (transformers style, not a transformers file)
 import torch
@@ -299,7 +302,7 @@ def test_a_target_inside_the_stack_is_preferred_to_one_outside(tmp_path):
     which a text-only forward never runs)."""
     src = _write(tmp_path, MIXED)
     ms = load_model_source(src, CONFIG, "config.json")
-    mapper = Mapper(ms)
+    mapper = Mapper(ms, policy=POLICY)
     t = parse_target("TinyAttention.q_proj", ms, mapper.roots, mapper.events_of)
     hops = t.events[t.t_idx].path
     assert [h.cls for h in hops if h.via_list] == ["TinyModel"]
@@ -340,7 +343,7 @@ def test_classes_picked_from_a_dict_are_call_paths(tmp_path):
     root)."""
     src = _write(tmp_path, HYBRID)
     ms = load_model_source(src, CONFIG, "config.json")
-    mapper = Mapper(ms)
+    mapper = Mapper(ms, policy=POLICY)
     assert "TinyAttentionLayer" not in mapper.roots and "TinyLinearLayer" not in mapper.roots
     assert mapper.roots[0] == "TinyHybridForCausalLM"
     t = parse_target("TinyAttention.q_proj", ms, mapper.roots, mapper.events_of)
