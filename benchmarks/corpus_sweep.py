@@ -47,6 +47,9 @@ import time
 import traceback
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+import sweep_required as required  # noqa: E402  (beside this script)
+
 SMALL = {"vocab_size": 256, "max_position_embeddings": 256}
 LAYERS = 2
 KEEP = False      # --keep: leave each family's tmp folder (plan, rewritten file) for inspection
@@ -196,21 +199,31 @@ def _scale(cfg, f: int) -> None:
             _set(cfg, k, max(1, v // f))
 
 
-def tiny_config(cls, mode: str = "small", twice: bool = True):
+def tiny_config(cls, mode: str = "small", twice: bool = True, fill: bool = False):
     """The family's default config made small. "small": 4 heads of the family's head_dim;
     "scaled" (families whose other sizes must stay in step with the width: Mamba heads,
     sliding-window heads, towers' `text_hidden_size`): every head count and width of the config
-    and its sub-configs divided by one power of two; "kept": the family's widths."""
+    and its sub-configs divided by one power of two; "kept": the family's widths.
+    fill=True (tried after the defaults fail): what a user's config must give that the
+    default leaves unset (`required.fill`)."""
     cfg_cls = getattr(cls, "config_class", None)
     if cfg_cls is None:
         raise RuntimeError(f"{cls.__name__} has no config_class")
     cfg = cfg_cls()
     parts = [cfg] + _sub_configs(cfg)   # text, vision, audio parts...: small too, none skipped
+    source = Path(sys.modules[cls.__module__].__file__).read_text(encoding="utf-8")
     f = _scale_factor(parts) if mode == "scaled" else 1
     for part in parts:
+        layers = getattr(part, "num_hidden_layers", None)
+        if fill:
+            required.fill(part, source)
         _shrink(part, widths=mode == "small", twice=twice)
         if f > 1:
             _scale(part, f)
+        if fill:
+            required.follow_layers(part, layers)
+    if fill:
+        required.fill_sub_configs(cfg, source)
     return cfg
 
 
@@ -235,6 +248,18 @@ def causal_lm_class(module, fam_dir: str, classes: list[str]) -> str:
         if isinstance(name, str) and isinstance(getattr(module, name, None), type):
             return name
     return classes[0]
+
+
+def input_ids(cfg):
+    """4 random tokens in the shape the config asks for: one row per codebook where the model
+    reads `num_codebooks` of them (musicgen: `input_ids` of shape (batch_size * num_codebooks,
+    sequence_length), its forward's docstring)."""
+    import torch
+
+    vocab = getattr(cfg, "vocab_size", None) or getattr(cfg.get_text_config(), "vocab_size", 256)
+    rows = getattr(cfg, "num_codebooks", None)
+    rows = rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else 1
+    return torch.randint(3, vocab - 1, (rows, 4))
 
 
 # ------------------------------------------------------------------------- targets
@@ -367,20 +392,21 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         def run(m):
             return m(input_ids=ids, use_cache=False)
 
-        tries = [(m, t) for m in MODES for t in (True, False)]
-        for mode, twice in tries:          # the last try keeps the family's widths
-            try:       # (twice=False: config classes that refuse a repeated layer pattern)
-                cfg = tiny_config(cls, mode, twice)
+        # the last try keeps the family's widths; twice=False: config classes that refuse a
+        # repeated layer pattern; fill=True: what a user's config gives that the default leaves
+        # unset (sweep_required.py), tried only after the default fails
+        tries = [(m, t, f) for m in MODES for t in (True, False) for f in (False, True)]
+        for mode, twice, fill in tries:
+            try:
+                cfg = tiny_config(cls, mode, twice, fill)
                 torch.manual_seed(0)
                 base = cls(cfg).eval()
-                vocab = getattr(cfg, "vocab_size", None) or \
-                    getattr(cfg.get_text_config(), "vocab_size", 256)
-                ids = torch.randint(3, vocab - 1, (1, 4))
+                ids = input_ids(cfg)
                 with torch.no_grad():
                     ref = _logits(run(base))
                 break
             except Exception:
-                if (mode, twice) == tries[-1]:
+                if (mode, twice, fill) == tries[-1]:
                     raise
         targets = layer_targets(base, module_name, run)
     except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault
