@@ -1,6 +1,8 @@
 """Linear-like attributes of a class's `__init__` and their weight dims per rank: `nn.Linear`,
 vLLM's parallel linears (column: out / tp, row: in / tp), fused-MoE layers known by name, and
-`nn.Parameter(torch.empty(E, ...))`; read per layer when a shape depends on the layer index.
+`nn.Parameter(torch.empty(E, ...))` (also scaled or shifted by a number); a module handed in
+through the constructor, built where the class is instantiated; read per layer when a shape
+depends on the layer index.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ...roofline.shapes import dtype_bytes
 from ..roles import shard_experts, shard_linear
 from .bounds import EVAL_ERRORS, MissingKey
 from ..init_body import init_statements
-from .env import LAYER_INDEX, Env, exec_assign
+from .env import LAYER_INDEX, Env, bind_args, exec_assign, init_env
 from . import serving
 from .registered import registered_weights
 from .syntax import assign_value, callee_name, calls_in
@@ -241,9 +243,66 @@ def _base_init_call(ms: ModelSource, env: Env, parent: str, call: cst.Call
     return call, env
 
 
+def _factory(env: Env, node: cst.BaseExpression) -> cst.Call | None:
+    """The tensor factory call whose shape `node` has: the call itself, or one side of
+    element-wise arithmetic with a number (zamba's `nn.Parameter((torch.zeros(heads, d, r) - 0.5)
+    * 2 / r**0.5)`), or its negation; None otherwise (a broadcast with another tensor, a call)."""
+    if isinstance(node, cst.Call):
+        return node if callee_name(node) in PARAM_CTORS else None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _factory(env, node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        for tensor, other in ((node.left, node.right), (node.right, node.left)):
+            call = _factory(env, tensor)
+            if call is not None:
+                try:
+                    number = env.eval(other)
+                except Exception:
+                    return None
+                ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+                return call if ok else None
+    return None
+
+
+def _passed_in(ms: ModelSource, env: Env, cls: str, value: cst.BaseExpression):
+    """`self.linear = linear`, a constructor parameter: the module its instantiation site builds
+    for it (zamba: `linear = nn.Linear(...)` in ZambaModel.__init__, then
+    `ZambaHybridLayer(..., linear, mamba)`), as (the constructor call, the caller's Env), else
+    None. Only a call written at the site, or a local the caller assigns exactly once."""
+    init = ms.method(cls, "__init__")
+    bound = getattr(env, "site", None) or ms.ctor_args.get(cls)
+    if not isinstance(value, cst.Name) or init is None or not bound \
+            or value.value not in init.params:
+        return None
+    args, parent = bound
+    arg = next((a.value for n, a in bind_args(args, [p for p in init.params if p != "self"])
+                if n == value.value), None)
+    pinit = ms.method(parent, "__init__") if parent != cls else None
+    if arg is None or pinit is None or pinit.node is None:
+        return None
+    if isinstance(arg, cst.Name):
+        found = [n.value for n in _walk(pinit.node) if isinstance(n, cst.Assign)
+                 and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)
+                 and n.targets[0].target.value == arg.value]
+        arg = found[0] if len(found) == 1 else None
+    penv = init_env(ms, parent, 1)
+    if not isinstance(arg, cst.Call) or penv is None:
+        return None
+    return arg, penv
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
 def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
                value: cst.BaseExpression, line: int) -> LinearAttr | None:
     value = _chosen(env, value)
+    passed = _passed_in(ms, env, cls, value)
+    if passed is not None:
+        value, env = passed
     if not isinstance(value, cst.Call):
         return None
     ctor = linear_kind(ms, callee_name(value)) or callee_name(value)
@@ -263,8 +322,8 @@ def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
             return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line,
                               dtype_bytes=_declared_dtype(env, value))
         if ctor == "Parameter" and value.args:
-            inner = value.args[0].value
-            if isinstance(inner, cst.Call) and callee_name(inner) in PARAM_CTORS:
+            inner = _factory(env, value.args[0].value)
+            if inner is not None:
                 vals = [env.eval(a.value) for a in inner.args if a.keyword is None]
                 if len(vals) == 1 and isinstance(vals[0], (list, tuple)):
                     vals = list(vals[0])
