@@ -92,9 +92,16 @@ def fill(cfg, source: str) -> None:
         _set(cfg, "default_language", list(lang)[0])
 
 
+def _get(cfg, k):
+    with contextlib.suppress(Exception):     # a per-layer key raises on global access
+        return getattr(cfg, k, None)
+    return None
+
+
 def _fill_indexer(cfg, k: str) -> None:
-    heads = getattr(cfg, "num_attention_heads", None)
-    head_dim = getattr(cfg, "head_dim", None)
+    if not k.startswith("indexer_"):
+        return
+    heads, head_dim = _get(cfg, "num_attention_heads"), _get(cfg, "head_dim")
     if k in INDEXER:
         _set(cfg, k, INDEXER[k])
     elif k == "indexer_kv_heads":
@@ -136,13 +143,20 @@ def fill_sub_configs(cfg, source: str) -> None:
 def follow_layers(cfg, old_layers) -> None:
     """A count of layers equal to the layer count ("all layers": a Gemma 4 assistant's
     `num_kv_shared_layers`, set so by its own config) stays equal to it when the sweep changes
-    the layer count; derived per-layer lists are derived again (zamba2's `hybrid_layer_ids`,
+    the layer count, one that no longer fits keeps its share; derived per-layer lists are derived again (zamba2's `hybrid_layer_ids`,
     as its config's __post_init__ computes them from `layers_block_type`)."""
     new = getattr(cfg, "num_hidden_layers", None)
     if isinstance(old_layers, int) and isinstance(new, int) and new != old_layers:
         for k in _int_keys(cfg):
-            if k != "num_hidden_layers" and k.endswith("_layers") and getattr(cfg, k) == old_layers:
+            v = getattr(cfg, k)
+            if k == "num_hidden_layers" or not k.endswith("_layers"):
+                continue
+            if v == old_layers:
                 _set(cfg, k, new)
+            elif new <= v < old_layers:
+                # a part of the layers that no longer fits (gemma3n: 15 of 35 layers share
+                # their KV cache): the same share of the new count, at least one and not all
+                _set(cfg, k, min(new - 1, max(1, round(v * new / old_layers))))
     if isinstance(getattr(cfg, "hybrid_layer_ids", None), list):
         kinds = getattr(cfg, "layers_block_type", None) or []
         _set(cfg, "hybrid_layer_ids", [i for i, t in enumerate(kinds) if t == "hybrid"])
@@ -156,3 +170,36 @@ def _int_keys(cfg) -> list[str]:
             if isinstance(v, int) and not isinstance(v, bool):
                 out.append(k)
     return out
+
+
+REQUIRED = re.compile(r"(\w+) must be (-?\d+|True|False|None), got")
+
+
+def validated(cfg_cls, rounds: int = 8):
+    """The config class built with the values its own validator names (gemma4_assistant:
+    "hidden_size_per_layer_input must be 0, got 256" for the text config its default builds: the
+    assistant's docstring builds it from a text config with those values), each set where the
+    validator reads it: a field of the class, else its text sub-config."""
+    top: dict = {}
+    subs: dict = {}
+    fields = set(getattr(cfg_cls, "__dataclass_fields__", {}))
+    sub_key = next(iter(getattr(cfg_cls, "sub_configs_defaults", {}) or {}), None)
+    for _ in range(rounds):
+        try:
+            return cfg_cls(**top, **({sub_key: dict(subs)} if subs else {}))
+        except Exception as exc:
+            m = REQUIRED.search(str(exc))
+            if m is None:
+                raise
+            key, text = m.groups()
+            value = {"True": True, "False": False, "None": None}.get(text, None)
+            value = int(text) if value is None and text != "None" else value
+            if key in fields or sub_key is None:
+                if top.get(key, object()) == value:
+                    raise
+                top[key] = value
+            else:
+                if subs.get(key, object()) == value:
+                    raise
+                subs[key] = value
+    return cfg_cls(**top, **({sub_key: dict(subs)} if subs else {}))

@@ -1,4 +1,4 @@
-"""Weights the mapper finds where transformers' zamba builds them (issue 37, the families the
+"""Weights the mapper finds where transformers' zamba and zamba2 build them (issue 37, the families the
 corpus sweep could not build before): a linear handed to a layer's constructor
 (`ZambaHybridLayer(shared_transf, linear, mamba)` with `linear = nn.Linear(...)` in the
 model's `__init__`), and a per-head projection Parameter built by arithmetic on a factory
@@ -28,12 +28,19 @@ def _plan(tmp_path, src, cfg, target):
     return load_plan(tmp_path / "out" / "prefetch_plan.yaml").sites[0]
 
 
-def test_a_linear_built_by_the_caller_and_passed_in(modeling, tmp_path):
-    """[out, in] = [hidden, hidden], as ZambaModel.__init__ writes
-    `nn.Linear(self.config.hidden_size, self.config.hidden_size, bias=False)` (default config:
-    hidden_size 3712)."""
-    cfg = transformers.ZambaConfig()
-    site = _plan(tmp_path, modeling("zamba"), cfg, "ZambaHybridLayer.linear")
+@pytest.mark.parametrize("family, config_cls, target", [
+    # built in ZambaModel.__init__'s loop
+    ("zamba", "ZambaConfig", "ZambaHybridLayer.linear"),
+    # built in Zamba2Model.get_layers(), a helper whose list __init__ assigns to self.layers
+    ("zamba2", "Zamba2Config", "Zamba2HybridLayer.linear"),
+])
+def test_a_linear_built_by_the_caller_and_passed_in(modeling, tmp_path, family, config_cls,
+                                                   target):
+    """[out, in] = [hidden, hidden], as both files write
+    `nn.Linear(self.config.hidden_size, self.config.hidden_size, bias=False)` (default configs:
+    hidden_size 3712 and 2560)."""
+    cfg = getattr(transformers, config_cls)()
+    site = _plan(tmp_path, modeling(family), cfg, target)
     assert list(site.basis.dims) == [cfg.hidden_size, cfg.hidden_size]
 
 

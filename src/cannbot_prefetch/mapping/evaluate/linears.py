@@ -268,20 +268,25 @@ def _passed_in(ms: ModelSource, env: Env, cls: str, value: cst.BaseExpression):
     """`self.linear = linear`, a constructor parameter: the module its instantiation site builds
     for it (zamba: `linear = nn.Linear(...)` in ZambaModel.__init__, then
     `ZambaHybridLayer(..., linear, mamba)`), as (the constructor call, the caller's Env), else
-    None. Only a call written at the site, or a local the caller assigns exactly once."""
+    None. Only a call written at the site, or a local the building method assigns exactly once."""
     init = ms.method(cls, "__init__")
-    bound = getattr(env, "site", None) or ms.ctor_args.get(cls)
-    if not isinstance(value, cst.Name) or init is None or not bound \
-            or value.value not in init.params:
+    if not isinstance(value, cst.Name) or init is None or value.value not in init.params \
+            or value.value in env.config_names or value.value in env.local:
+        return None                  # (a config, or a value the site already evaluated)
+    bound = getattr(env, "site", None) or ms.ctor_args.get(cls) or _only_site(ms, cls)
+    if not bound:
         return None
     args, parent = bound
     arg = next((a.value for n, a in bind_args(args, [p for p in init.params if p != "self"])
                 if n == value.value), None)
-    pinit = ms.method(parent, "__init__") if parent != cls else None
-    if arg is None or pinit is None or pinit.node is None:
+    if arg is None or parent == cls or parent not in ms.classes:
         return None
     if isinstance(arg, cst.Name):
-        found = [n.value for n in _walk(pinit.node) if isinstance(n, cst.Assign)
+        # the local in the parent's method that builds `cls` (__init__, or a helper it calls:
+        # zamba2's get_layers)
+        found = [n.value for m in ms.classes[parent][1].methods.values() if m.node is not None
+                 and any(isinstance(c, cst.Call) and callee_name(c) == cls for c in _walk(m.node))
+                 for n in _walk(m.node) if isinstance(n, cst.Assign)
                  and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)
                  and n.targets[0].target.value == arg.value]
         arg = found[0] if len(found) == 1 else None
@@ -289,6 +294,21 @@ def _passed_in(ms: ModelSource, env: Env, cls: str, value: cst.BaseExpression):
     if not isinstance(arg, cst.Call) or penv is None:
         return None
     return arg, penv
+
+
+def _only_site(ms: ModelSource, cls: str):
+    """(arguments, class) of the one call in the source that builds `cls` outside `__init__`
+    (zamba2's `get_layers()` helper, which __init__ assigns to self.layers), else None."""
+    if ms.calls_by_callee is None:           # one walk of the source
+        by: dict[str, list] = {}
+        for owner, (_, info) in ms.classes.items():
+            for m in info.methods.values():
+                for c in _walk(m.node) if m.node is not None else ():
+                    if isinstance(c, cst.Call):
+                        by.setdefault(callee_name(c), []).append((list(c.args), owner))
+        ms.calls_by_callee = by
+    sites = ms.calls_by_callee.get(cls, [])
+    return sites[0] if len(sites) == 1 else None
 
 
 def _walk(node: cst.CSTNode):
