@@ -17,8 +17,10 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
    weight reaches `npu_prefetch` and the logits are unchanged.
 
 The model class is the one `AutoModelForCausalLM` builds for the family (gemma3:
-Gemma3ForConditionalGeneration), else the file's first *ForCausalLM; composite configs are made
-small with their sub-configs. A plan analyze writes and its own loader refuses is a failure.
+Gemma3ForConditionalGeneration), else (or when that class needs a package this machine lacks:
+gemma3n's timm) the file's first *ForCausalLM; composite configs are made small with their
+sub-configs. Where the default config does not build, what a user's config gives is filled in
+(sweep_required.py). A plan analyze writes and its own loader refuses is a failure.
 
 A family passes when every target is planned, applied and verified. Each target the tool does not
 plan is printed with the tool's reason; disagreements between analyze and apply are failures.
