@@ -147,13 +147,15 @@ def follow_layers(cfg, old_layers) -> None:
     as its config's __post_init__ computes them from `layers_block_type`)."""
     new = getattr(cfg, "num_hidden_layers", None)
     if isinstance(old_layers, int) and isinstance(new, int) and new != old_layers:
+        count = {"num_hidden_layers", (getattr(cfg, "attribute_map", {}) or {}).get(
+            "num_hidden_layers")}                 # the layer count itself (dbrx: n_layers)
         for k in _int_keys(cfg):
             v = getattr(cfg, k)
-            if k == "num_hidden_layers" or not k.endswith("_layers"):
+            if k in count or not k.endswith("_layers"):
                 continue
             if v == old_layers:
                 _set(cfg, k, new)
-            elif new <= v < old_layers:
+            elif new < v < old_layers:
                 # a part of the layers that no longer fits (gemma3n: 15 of 35 layers share
                 # their KV cache): the same share of the new count, at least one and not all
                 _set(cfg, k, min(new - 1, max(1, round(v * new / old_layers))))
