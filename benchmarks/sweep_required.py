@@ -3,8 +3,9 @@
 `benchmarks/corpus_sweep.py` builds each family from its config class's defaults. A few
 defaults are None (or empty) where the modeling file reads a number or a per-kind entry: no
 checkpoint leaves them unset, so a user's config.json always gives them. The sweep tries these
-fills only after the plain defaults fail to build, and only for keys the modeling file reads.
-Every value is either derived from the config itself or the sweep's own tiny size, said below.
+fills only after the plain defaults fail to build (`fill` only for unset keys the modeling file
+reads). Each value says where it comes from: derived from the config itself, the sweep's own
+tiny size, the family's published checkpoint, or the config validator's own message.
 """
 
 from __future__ import annotations
