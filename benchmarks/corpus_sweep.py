@@ -17,8 +17,10 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
    weight reaches `npu_prefetch` and the logits are unchanged.
 
 The model class is the one `AutoModelForCausalLM` builds for the family (gemma3:
-Gemma3ForConditionalGeneration), else the file's first *ForCausalLM; composite configs are made
-small with their sub-configs. A plan analyze writes and its own loader refuses is a failure.
+Gemma3ForConditionalGeneration), else (or when that class needs a package this machine lacks:
+gemma3n's timm) the file's first *ForCausalLM; composite configs are made small with their
+sub-configs. Where the default config does not build, what a user's config gives is filled in
+(sweep_required.py). A plan analyze writes and its own loader refuses is a failure.
 
 A family passes when every target is planned, applied and verified. Each target the tool does not
 plan is printed with the tool's reason; disagreements between analyze and apply are failures.
@@ -46,6 +48,10 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sweep_reads as reads  # noqa: E402  (beside this script)
+import sweep_required as required  # noqa: E402
 
 SMALL = {"vocab_size": 256, "max_position_embeddings": 256}
 LAYERS = 2
@@ -120,8 +126,10 @@ def _shrink(cfg, widths: bool = True, twice: bool = True) -> None:
             continue
         if k == "hidden_size" and new_hidden:
             new = new_hidden
-        elif k == "vocab_size" or (re.search(r"vocab(_size)?$", k) and v > SMALL["vocab_size"]):
-            new = SMALL["vocab_size"]   # blt's encoder_hash_byte_group_vocab, unpadded_vocab_size
+        elif k == "vocab_size" or (re.search(r"vocab(_size)?(_per_layer_input)?$", k)
+              and v > SMALL["vocab_size"]):
+            new = SMALL["vocab_size"]   # blt's encoder_hash_byte_group_vocab, unpadded_vocab_size,
+            # gemma3n's vocab_size_per_layer_input
         elif re.search(r"(intermediate_size|ffn_hidden_size|ffn_dim|d_ff|ffn_size)$", k):
             base = new_hidden or 64
             new = base // 2 if re.search(r"moe|expert|shared", k) else 2 * base
@@ -242,21 +250,31 @@ def _scale(cfg, f: int) -> None:
             _set(cfg, k, max(1, v // f))
 
 
-def tiny_config(cls, mode: str = "small", twice: bool = True):
+def tiny_config(cls, mode: str = "small", twice: bool = True, fill: bool = False):
     """The family's default config made small. "small": 4 heads of the family's head_dim;
     "scaled" (families whose other sizes must stay in step with the width: Mamba heads,
     sliding-window heads, towers' `text_hidden_size`): every head count and width of the config
-    and its sub-configs divided by one power of two; "kept": the family's widths."""
+    and its sub-configs divided by one power of two; "kept": the family's widths.
+    fill=True (tried after the defaults fail): what a user's config must give that the
+    default leaves unset (`required.fill`)."""
     cfg_cls = getattr(cls, "config_class", None)
     if cfg_cls is None:
         raise RuntimeError(f"{cls.__name__} has no config_class")
-    cfg = cfg_cls()
+    cfg = required.validated(cfg_cls) if fill else cfg_cls()
     parts = [cfg] + _sub_configs(cfg)   # text, vision, audio parts...: small too, none skipped
+    source = Path(sys.modules[cls.__module__].__file__).read_text(encoding="utf-8")
     f = _scale_factor(parts) if mode == "scaled" else 1
     for part in parts:
+        layers = getattr(part, "num_hidden_layers", None)
+        if fill:
+            required.fill(part, source)
         _shrink(part, widths=mode == "small", twice=twice)
         if f > 1:
             _scale(part, f)
+        if fill:
+            required.follow_layers(part, layers)
+    if fill:
+        required.fill_sub_configs(cfg, source)
     return cfg
 
 
@@ -283,6 +301,18 @@ def causal_lm_class(module, fam_dir: str, classes: list[str]) -> str:
     return classes[0]
 
 
+def input_ids(cfg):
+    """4 random tokens in the shape the config asks for: one row per codebook where the model
+    reads `num_codebooks` of them (musicgen: `input_ids` of shape (batch_size * num_codebooks,
+    sequence_length), its forward's docstring)."""
+    import torch
+
+    vocab = getattr(cfg, "vocab_size", None) or getattr(cfg.get_text_config(), "vocab_size", 256)
+    rows = getattr(cfg, "num_codebooks", None)
+    rows = rows if isinstance(rows, int) and not isinstance(rows, bool) and rows > 0 else 1
+    return torch.randint(3, vocab - 1, (rows, 4))
+
+
 # ------------------------------------------------------------------------- targets
 
 def layer_targets(model, module_name: str, run) -> list[str]:
@@ -307,6 +337,8 @@ def layer_targets(model, module_name: str, run) -> list[str]:
         for h in hooks:
             h.remove()
     mods = dict(model.named_modules())
+    # a 3-D Parameter no MatMul reads is no weight (zamba's A_log): sweep_reads.py
+    not_weights = reads.elementwise_only(model, run, [p for p in model.parameters() if p.dim() == 3])
     out: dict[str, None] = {}
     for name, m in mods.items():
         if not re.search(r"\.\d+(\.|$)", name):
@@ -322,9 +354,16 @@ def layer_targets(model, module_name: str, run) -> list[str]:
             # (its own forward or its parent's ran: experts' tensors read by the MoE block;
             # not phi4_multimodal's audio convolution, which a text-only forward never runs)
             for pname, p in m.named_parameters(recurse=False):
+                if id(p) in not_weights:
+                    continue
                 if p.dim() == 3 or (p.dim() == 2 and re.search(r"router|gate", type(m).__name__, re.I)):
                     out[f"{type(m).__name__}.{pname}"] = None
     return list(out)
+
+
+def stacked_modules(model) -> list:
+    """Modules inside a stack of layers (a `.N.` in their path)."""
+    return [m for name, m in model.named_modules() if re.search(r"\.\d+\.", name)]
 
 
 def own_class_targets(model, module_name: str, targets: list[str]) -> tuple[list[str], list[str]]:
@@ -413,20 +452,45 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
         def run(m):
             return m(input_ids=ids, use_cache=False)
 
-        tries = [(m, t) for m in MODES for t in (True, False)]
-        for mode, twice in tries:          # the last try keeps the family's widths
-            try:       # (twice=False: config classes that refuse a repeated layer pattern)
-                cfg = tiny_config(cls, mode, twice)
+        # the last try keeps the family's widths; twice=False: config classes that refuse a
+        # repeated layer pattern; fill=True: what a user's config gives that the default leaves
+        # unset (sweep_required.py), tried only after the default fails
+        tries = [(m, t, f) for m in MODES for t in (True, False) for f in (False, True)]
+        i = -1
+        while i + 1 < len(tries):
+            i += 1
+            mode, twice, fill = tries[i]
+            try:
+                cfg = tiny_config(cls, mode, twice, fill)
                 torch.manual_seed(0)
                 base = cls(cfg).eval()
-                vocab = getattr(cfg, "vocab_size", None) or \
-                    getattr(cfg.get_text_config(), "vocab_size", 256)
-                ids = torch.randint(3, vocab - 1, (1, 4))
+                stacked = stacked_modules(base)
+                if stacked and not any(type(m).__module__ == module_name for m in stacked):
+                    # (gemma4_assistant: its decoder is AutoModel.from_config(text_config), the
+                    # layers of gemma4's file; the family's own forward needs the target
+                    # model's shared_kv_states): no layer linears of its own, as fuyu
+                    res["status"] = "no-targets"
+                    res["rejected"].append({"target": "-", "by": "sweep", "reason": (
+                        "no module of the family's file in a stack of layers; they come from "
+                        + ", ".join(sorted({type(m).__module__ for m in stacked})))})
+                    return res
+                ids = input_ids(cfg)
                 with torch.no_grad():
                     ref = _logits(run(base))
                 break
+            except ImportError as exc:
+                if cls_name == classes[0]:
+                    raise
+                # an optional package the Auto class's other towers need (gemma3n's vision
+                # tower: timm) and this machine lacks: the file's own causal LM, as a text user
+                # without that package builds it
+                res["class_note"] = (f"{cls_name} needs a missing package "
+                                     f"({str(exc).split('requires the')[-1].split(' library')[0].strip()}): "
+                                     f"built {classes[0]}")
+                cls_name = classes[0]
+                cls, i = getattr(orig, cls_name), -1
             except Exception:
-                if (mode, twice) == tries[-1]:
+                if i == len(tries) - 1:
                     raise
         targets = layer_targets(base, module_name, run)
     except Exception as exc:  # the sweep could not build a tiny model: not the tool's fault
@@ -609,6 +673,8 @@ def _print_one(r: dict) -> None:
     print(f"{r['status']:10s} {r['family']:32s} targets {len(r['targets']):3d} "
           f"planned {len(r['planned']):3d} applied {len(r.get('applied', [])):3d} {off} {fires}",
           flush=True)
+    if r.get("class_note"):
+        print(f"    class: {r['class_note']}")
     for x in r["rejected"]:
         print(f"    not planned ({x['by']}) {x['target']}: {x['reason']}")
     for x in r["refused"]:

@@ -71,7 +71,9 @@ def _returned(fwd: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     return None
 
 
-def _value_problem(view: SourceView, icls: ClassInfo, value: cst.BaseExpression) -> str | None:
+def value_problem(view: SourceView, icls: ClassInfo, value: cst.BaseExpression) -> str | None:
+    """Why `value`, assigned in a method of `icls`, is not a tensor (a literal container, an
+    object constructed, a submodule whose forward returns a tuple); None when nothing says so."""
     if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.ListComp, cst.DictComp)):
         return f"a {type(value).__name__.lower()} literal"
     if not isinstance(value, cst.Call):
@@ -114,7 +116,7 @@ def not_a_tensor(view: SourceView, icls: ClassInfo, method: Method, point: int,
             return None
         if isinstance(small, cst.Assign) and any(
                 isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
-            why = _value_problem(view, icls, small.value)
+            why = value_problem(view, icls, small.value)
             if why:
                 return f"'{name}' is {why} (line {method.stmts[idx].start})"
     return None

@@ -10,7 +10,8 @@ A value's layout is traced back through the source, never guessed from its name:
 - a parameter of an inner forward takes the layout of the argument its caller passes (the call
   path the mapping found), so `Qwen3MoeExperts.forward(hidden_states)` called with
   `hidden_states.view(-1, hidden_dim)` is known to be flattened;
-- a submodule call `self.X(x, ...)` (linear, norm, activation, block) keeps x's leading dims;
+- a submodule call `self.X(x, ...)` (linear, norm, activation, block) keeps x's leading dims,
+  unless X's forward returns a tuple (a rotary embedding's `cos, sin`: no one layout);
   element-wise arithmetic keeps its operands'; `.contiguous()`, `.to()`, a last-dim
   `.chunk()`/`.split()` keep the receiver's;
 - `.view(...)` / `.reshape(...)` not led by -1 or a product keep [B, S, ...] (dim 1); `.transpose(1, 2)` swaps
@@ -29,6 +30,7 @@ from typing import Sequence
 
 import libcst as cst
 
+from ..legality.kinds import value_problem
 from ..pysource import Method, code_of, dotted
 from .evaluate.serving import flat_tokens
 from .source import Hop, ModelSource
@@ -61,7 +63,8 @@ class _Trace:
             value = _value_for(s, name)
             if value is None:
                 return None, f"'{name}' is assigned by `{_short(s.node)}`"
-            return self.expr(value, depth, j)
+            # `h, _ = self.attn(x)`: h is the first element of what the call returns
+            return self.expr(value, depth, j, unpacked=_unpacks(s))
         if name in m.params:
             return self.param(m, name, depth)
         return None, f"'{name}' is not assigned before the insertion point"
@@ -91,8 +94,19 @@ class _Trace:
         dim, why = self.expr(arg, depth - 1, caller.stmt)
         return dim, f"parameter '{name}' <- {caller.cls}.{caller.method}: {why}"
 
+    def returns_other(self, call: cst.Call, depth: int) -> str | None:
+        """Why a submodule call's result is not one tensor (its forward returns a tuple or is
+        annotated so: legality/kinds.py), else None."""
+        hop = self.path[depth]
+        owner = self.ms.method_owner(hop.cls, hop.method)
+        if owner not in self.ms.classes:
+            return None
+        file, info = self.ms.classes[owner]
+        return value_problem(self.ms.files[file], info, call)
+
     # -- an expression in a method, before statement k
-    def expr(self, e: cst.BaseExpression, depth: int, k: int) -> tuple[int | None, str]:
+    def expr(self, e: cst.BaseExpression, depth: int, k: int,
+             unpacked: bool = False) -> tuple[int | None, str]:
         text = _short(e)
         if isinstance(e, cst.Name):
             return self.name(e.value, depth, k)
@@ -106,6 +120,9 @@ class _Trace:
             callee = dotted(func) or ""
             args = [a for a in e.args if a.keyword is None and a.star == ""]
             if callee.startswith("self.") and callee.count(".") == 1:
+                other = None if unpacked else self.returns_other(e, depth)
+                if other:          # dbrx's rotary_emb: (cos, sin), whatever the caller annotates
+                    return None, f"`{text}` is {other}, not one tensor"
                 first = args[0].value if args else next(
                     (a.value for a in e.args if a.keyword is not None
                      and a.keyword.value in ("hidden_states", "x", "input")), None)
@@ -172,6 +189,13 @@ def _value_for(s, name: str) -> cst.BaseExpression | None:
     if isinstance(small, cst.AugAssign):
         return small.target
     return None
+
+
+def _unpacks(s) -> bool:
+    """The statement assigns to a tuple of names (`x, _ = ...`)."""
+    node = s.node
+    small = node.body[0] if isinstance(node, cst.SimpleStatementLine) and node.body else None
+    return isinstance(small, cst.Assign) and isinstance(small.targets[0].target, (cst.Tuple, cst.List))
 
 
 def _call_in(m: Method, hop: Hop) -> cst.Call | None:

@@ -182,3 +182,72 @@ def test_each_transpose_branch_by_hand(tmp_path, dep, want, why_has):
     g, why = _guard(ms, "M", dep, events)
     assert g == want, why
     assert why_has in why, why
+
+
+# GENERATED (written by hand for this test in transformers' style, not copied from a model):
+# a rotary embedding returning (cos, sin) handed to a layer whose parameter is annotated as one
+# tensor (as transformers' dbrx annotates `position_embeddings: torch.LongTensor | None`).
+_ROTARY_TUPLE = '''\
+import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    def forward(self, x, position_ids):
+        emb = position_ids[..., None].float()
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn_out = nn.Linear(8, 8)
+        self.ffn = nn.Linear(8, 8)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: torch.LongTensor | None = None,
+    ):
+        resid_states, hidden_states = hidden_states, self.attn_out(hidden_states)
+        hidden_states = self.ffn(hidden_states)
+        return resid_states + hidden_states
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(10, 8)
+        self.rotary_emb = RotaryEmbedding()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+
+    def forward(self, input_ids, position_ids):
+        hidden_states = self.wte(input_ids)
+        position_embeddings = self.rotary_emb(hidden_states, position_ids)
+        for block in self.blocks:
+            hidden_states = block(hidden_states, position_embeddings=position_embeddings)
+        return hidden_states
+'''
+
+
+def test_a_submodule_returning_a_tuple_is_not_a_token_layout(tmp_path):
+    """`position_embeddings = self.rotary_emb(hidden_states, ...)` is (cos, sin): no shape, so
+    a guard on it never lets the prefetch run (the helper fails closed: dbrx's router and
+    next-layer Wqkv sites never fired in the corpus sweep, guarded on position_embeddings).
+    The trace refuses it, whatever the parameter's annotation says. Here the block's
+    `hidden_states` at the insertion point comes out of a tuple assignment (not followed), so
+    no tensor shows the tokens: no guard, and the plan says why (before the fix: the guard read
+    `position_embeddings.shape[1]`, kills the mutant that keeps the first argument's layout
+    through every submodule call)."""
+    from cannbot_prefetch.mapping.guard import _Trace
+    from cannbot_prefetch.mapping.source import Hop, load_model_source
+    (tmp_path / "m.py").write_text(_ROTARY_TUPLE)
+    ms = load_model_source(tmp_path / "m.py", {})
+    loop = next(i for i, s in enumerate(ms.method("Model", "forward").stmts)
+                if "hidden_states" in s.defs and i > 0 and "position_embeddings" not in s.defs)
+    path = [Hop("Model", "forward", loop, "block", 1), Hop("Block", "forward", 1, "self.ffn", 1)]
+    dim, why = _Trace(ms, path).name("position_embeddings", 1, 1)
+    assert dim is None and "self.rotary_emb(" in why and "tuple" in why, why
+    g, why = _guard(ms, "Block", "hidden_states", [type("E", (), {"path": path})()])
+    assert g is None, why
+    assert "RotaryEmbedding.forward -> tuple), not one tensor" in why, why

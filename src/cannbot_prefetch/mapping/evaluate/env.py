@@ -84,6 +84,7 @@ class Env:
                     self.local[p] = ms.layer_index
                     from_default.discard(p)
         bound = site or ms.ctor_args.get(cls)
+        self.site = bound                # (arguments, parent class) this instance is built with
         if bound:
             args, parent = bound
             # the arguments are evaluated where the class is instantiated: the parent's

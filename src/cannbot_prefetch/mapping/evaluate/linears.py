@@ -1,6 +1,8 @@
 """Linear-like attributes of a class's `__init__` and their weight dims per rank: `nn.Linear`,
 vLLM's parallel linears (column: out / tp, row: in / tp), fused-MoE layers known by name, and
-`nn.Parameter(torch.empty(E, ...))`; read per layer when a shape depends on the layer index.
+`nn.Parameter(torch.empty(E, ...))` (also scaled or shifted by a number); a module handed in
+through the constructor, built where the class is instantiated; read per layer when a shape
+depends on the layer index.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ...roofline.shapes import dtype_bytes
 from ..roles import shard_experts, shard_linear
 from .bounds import EVAL_ERRORS, MissingKey
 from ..init_body import init_statements
-from .env import LAYER_INDEX, Env, exec_assign
+from .env import LAYER_INDEX, Env, bind_args, exec_assign, init_env
 from . import serving
 from .registered import registered_weights
 from .syntax import assign_value, callee_name, calls_in
@@ -241,9 +243,86 @@ def _base_init_call(ms: ModelSource, env: Env, parent: str, call: cst.Call
     return call, env
 
 
+def _factory(env: Env, node: cst.BaseExpression) -> cst.Call | None:
+    """The tensor factory call whose shape `node` has: the call itself, or one side of
+    element-wise arithmetic with a number (zamba's `nn.Parameter((torch.zeros(heads, d, r) - 0.5)
+    * 2 / r**0.5)`), or its negation; None otherwise (a broadcast with another tensor, a call)."""
+    if isinstance(node, cst.Call):
+        return node if callee_name(node) in PARAM_CTORS else None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return _factory(env, node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        for tensor, other in ((node.left, node.right), (node.right, node.left)):
+            call = _factory(env, tensor)
+            if call is not None:
+                try:
+                    number = env.eval(other)
+                except Exception:
+                    return None
+                ok = isinstance(number, (int, float)) and not isinstance(number, bool)
+                return call if ok else None
+    return None
+
+
+def _passed_in(ms: ModelSource, env: Env, cls: str, value: cst.BaseExpression):
+    """`self.linear = linear`, a constructor parameter: the module its instantiation site builds
+    for it (zamba: `linear = nn.Linear(...)` in ZambaModel.__init__, then
+    `ZambaHybridLayer(..., linear, mamba)`), as (the constructor call, the caller's Env), else
+    None. Only a call written at the site, or a local the building method assigns exactly once."""
+    init = ms.method(cls, "__init__")
+    if not isinstance(value, cst.Name) or init is None or value.value not in init.params \
+            or value.value in env.config_names or value.value in env.local:
+        return None                  # (a config, or a value the site already evaluated)
+    bound = getattr(env, "site", None) or ms.ctor_args.get(cls) or _only_site(ms, cls)
+    if not bound:
+        return None
+    args, parent = bound
+    arg = next((a.value for n, a in bind_args(args, [p for p in init.params if p != "self"])
+                if n == value.value), None)
+    if arg is None or parent == cls or parent not in ms.classes:
+        return None
+    if isinstance(arg, cst.Name):
+        # the local in the parent's method that builds `cls` (__init__, or a helper it calls:
+        # zamba2's get_layers)
+        found = [n.value for m in ms.classes[parent][1].methods.values() if m.node is not None
+                 and any(isinstance(c, cst.Call) and callee_name(c) == cls for c in _walk(m.node))
+                 for n in _walk(m.node) if isinstance(n, cst.Assign)
+                 and len(n.targets) == 1 and isinstance(n.targets[0].target, cst.Name)
+                 and n.targets[0].target.value == arg.value]
+        arg = found[0] if len(found) == 1 else None
+    penv = init_env(ms, parent, 1)
+    if not isinstance(arg, cst.Call) or penv is None:
+        return None
+    return arg, penv
+
+
+def _only_site(ms: ModelSource, cls: str):
+    """(arguments, class) of the one call in the source that builds `cls` outside `__init__`
+    (zamba2's `get_layers()` helper, which __init__ assigns to self.layers), else None."""
+    if ms.calls_by_callee is None:           # one walk of the source
+        by: dict[str, list] = {}
+        for owner, (_, info) in ms.classes.items():
+            for m in info.methods.values():
+                for c in _walk(m.node) if m.node is not None else ():
+                    if isinstance(c, cst.Call):
+                        by.setdefault(callee_name(c), []).append((list(c.args), owner))
+        ms.calls_by_callee = by
+    sites = ms.calls_by_callee.get(cls, [])
+    return sites[0] if len(sites) == 1 else None
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
 def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
                value: cst.BaseExpression, line: int) -> LinearAttr | None:
     value = _chosen(env, value)
+    passed = _passed_in(ms, env, cls, value)
+    if passed is not None:
+        value, env = passed
     if not isinstance(value, cst.Call):
         return None
     ctor = linear_kind(ms, callee_name(value)) or callee_name(value)
@@ -263,8 +342,8 @@ def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
             return LinearAttr(file, cls, attr, ctor, tuple(int(d) for d in dims), line=line,
                               dtype_bytes=_declared_dtype(env, value))
         if ctor == "Parameter" and value.args:
-            inner = value.args[0].value
-            if isinstance(inner, cst.Call) and callee_name(inner) in PARAM_CTORS:
+            inner = _factory(env, value.args[0].value)
+            if inner is not None:
                 vals = [env.eval(a.value) for a in inner.args if a.keyword is None]
                 if len(vals) == 1 and isinstance(vals[0], (list, tuple)):
                     vals = list(vals[0])
