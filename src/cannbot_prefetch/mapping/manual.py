@@ -292,15 +292,20 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
     last before the target, so the window holds the light calls between them (seed 003 3a);
     for the layer's first MatMul, after the layer's last one (cross-layer: the next layer's
     weight). The same placement code as with a profile (`place_all`); the first candidate apply
-    accepts, nearest MatMul first. None when no candidate is legal."""
+    accepts, nearest MatMul first. MatMuls of another branch of the target's own module choice
+    (the MoE block's experts when `self.mlp` is built as the MoE or as the dense MLP) never run
+    with it and start no window. None when no candidate is legal."""
+    t_path = events[t_idx].path
     before = [i for i in range(t_idx - 1, -1, -1) if events[i].kind == "linear"
-              and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)]
+              and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)
+              and not other_branch(events[i].path, t_path)]
     from .place import layer_depth
 
     ld = layer_depth(ms, events[t_idx].path)
     layer = events[t_idx].path[:ld + 1] if ld is not None else None
     after = sorted((i for i in range(t_idx + 1, len(events)) if events[i].kind == "linear"
-                    and layer is not None and events[i].path[:ld + 1] == layer),
+                    and layer is not None and events[i].path[:ld + 1] == layer
+                    and not other_branch(events[i].path, t_path)),
                    reverse=True)       # the layer's last MatMul first (its MLP output)
     for order in (before[:3], after[:3]):
         for w_idx in order:
@@ -314,6 +319,18 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
                 if not isinstance(got, str):
                     return got
     return None
+
+
+def other_branch(a, b) -> bool:
+    """Two call paths through the same call (`self.mlp(...)`, one hop equal) into different
+    classes: the attribute is built as one or the other (`MoE(config) if sparse else
+    MLP(config)`), so the calls never run in the same module."""
+    for k in range(min(len(a), len(b)) - 1):
+        if a[k] != b[k]:
+            return False
+        if a[k + 1].cls != b[k + 1].cls:
+            return True
+    return False
 
 
 def _runs_with_target(ms: ModelSource, pl: Placement, t: Event) -> bool:

@@ -12,6 +12,7 @@ from ..mapping import Mapped, Mapper
 from ..mapping.guard import guard_for
 from ..mapping.manual import (Unplaceable, held_calls, overlapped, parse_target,
                               place_manual)
+from ..mapping.place import with_other_paths
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource
 from ..windows import Candidate, Rejection, find_windows
@@ -67,6 +68,7 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
                            f"before the target): it overlaps them and shares their HBM traffic"
                            + ("" if cand else "; without a profile their cost is unknown"))
         g, gwhy = guard_for(ms, pl, mapper.events)
+        pl = with_other_paths(ms, pl, t.lin)
         m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig,
                    guard=g, guard_why=gwhy)
         out.append((cand, m, size_mapped(m, cand, hw, opts, 1, cfg)))

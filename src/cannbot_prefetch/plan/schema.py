@@ -46,6 +46,10 @@ class Target:
     attr: str            # attribute, e.g. gate_proj (or experts.gate_up_proj for fused Parameters)
     weight_expr: str     # expression valid in insert.method, e.g. self.mlp.gate_proj.weight
     scope: str = "same"  # same | next_layer (the weight belongs to the next decoder layer)
+    # next_layer: the other paths the next layer may hold the same class's weight by (a dense
+    # MLP built as `mlp` in some layers and as `mlp.shared_experts` in others); at run time the
+    # first of weight_expr, *alt_weight_exprs that the next layer holds is prefetched
+    alt_weight_exprs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,9 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
     d = {
         "id": s.id,
         "target": {"file": t.file, "class": t.cls, "attr": t.attr, "weight_expr": t.weight_expr,
-                   "scope": t.scope},
+                   "scope": t.scope,
+                   **({"alt_weight_exprs": list(t.alt_weight_exprs)} if t.alt_weight_exprs
+                      else {})},
         "insert": {"class": i.cls, "method": i.method, "anchor_call": i.anchor_call,
                    "position": i.position},
         "dependency": {"expr": s.dependency},
