@@ -59,6 +59,14 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
     cls, attr = text.split(".", 1)
     where = ", ".join(sorted(ms.primary)) or ", ".join(ms.files)
     if cls not in ms.classes:
+        nested = next(((f, v.nested_classes[cls]) for f, v in ms.files.items()
+                       if cls in v.nested_classes), None)
+        if nested is not None:     # true, and what to do: the mapper reads top-level classes
+            f, (line, word) = nested
+            raise SourceError(f"--target {text}: class {cls} is defined inside a module-level "
+                              f"`{word}` block (line {line}), and the tool maps top-level classes "
+                              f"only (which branch runs depends on the environment); define it "
+                              f"at the top level of a copy of the file to plan it", path=f)
         raise SourceError(f"--target {text}: class {cls} is not defined in the model source",
                           path=where)
     parts = attr.split(".")

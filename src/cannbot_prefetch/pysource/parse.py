@@ -154,4 +154,21 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
     bases = {name: [_ast_dotted(b).split(".")[-1] for b in node.bases]
              for name, node in top_classes.items()}
     return SourceView(code, module, lines, newline, infos, imports_end, "", aliases, layers,
-                      prefetch_calls, module_lists, module_attrs, bases)
+                      prefetch_calls, module_lists, module_attrs, bases,
+                      _nested_classes(tree, top_classes))
+
+
+_BLOCK_WORDS = {ast.If: "if/else", ast.Try: "try", ast.With: "with", ast.For: "for", ast.While: "while"}
+
+
+def _nested_classes(tree: ast.Module, top: dict) -> dict[str, tuple[int, str]]:
+    """Classes a module-level block defines that no top-level statement does (first one)."""
+    out: dict[str, tuple[int, str]] = {}
+    for stmt in tree.body:
+        word = next((w for t, w in _BLOCK_WORDS.items() if isinstance(stmt, t)), None)
+        if word is None:
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.ClassDef) and n.name not in top and n.name not in out:
+                out[n.name] = (n.lineno, word)
+    return out
