@@ -164,6 +164,9 @@ def test_the_plan_names_every_path_of_the_weight(tmp_path, window):
     # the flattener's path first (it follows the last branch the file writes: the MoE one)
     assert site.target.weight_expr == f"{head}mlp.shared_experts.gate_proj.weight"
     assert site.target.alt_weight_exprs == (f"{head}mlp.gate_proj.weight",)
+    design = (tmp_path / "out" / "prefetch_design.md").read_text()
+    assert f"the weight's other paths, tried in order (the first present is prefetched): " \
+           f"`{head}mlp.gate_proj.weight`." in design
 
 
 def _load(path, name):
