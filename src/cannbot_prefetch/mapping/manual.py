@@ -302,7 +302,8 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
     weight). The same placement code as with a profile (`place_all`); the first candidate apply
     accepts, nearest MatMul first. MatMuls of another branch of the target's own module choice
     (the MoE block's experts when `self.mlp` is built as the MoE or as the dense MLP) never run
-    with it and start no window. None when no candidate is legal."""
+    with it in one layer and start no same-layer window; a cross-layer window may (the next
+    layer may be of either kind). None when no candidate is legal."""
     t_path = events[t_idx].path
     before = [i for i in range(t_idx - 1, -1, -1) if events[i].kind == "linear"
               and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)
@@ -312,8 +313,7 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
     ld = layer_depth(ms, events[t_idx].path)
     layer = events[t_idx].path[:ld + 1] if ld is not None else None
     after = sorted((i for i in range(t_idx + 1, len(events)) if events[i].kind == "linear"
-                    and layer is not None and events[i].path[:ld + 1] == layer
-                    and not other_branch(events[i].path, t_path)),
+                    and layer is not None and events[i].path[:ld + 1] == layer),
                    reverse=True)       # the layer's last MatMul first (its MLP output)
     for order in (before[:3], after[:3]):
         for w_idx in order:

@@ -77,9 +77,9 @@ def _flag(cls: ClassInfo, switch: Switch) -> cst.BaseExpression:
 
 
 def site_lines(s: Site, loc: Location, switch: Switch) -> list[str]:
-    """The site's call; for a next-layer weight with other paths (`target.alt_weight_exprs`),
-    one call per path, each run only when the next layer holds that path and none before it,
-    so one weight is prefetched per layer whichever branch built it."""
+    """The site's call; for a weight with other paths (`target.alt_weight_exprs`), one call per
+    path, each run only when the module holds that path and none before it, so one weight is
+    prefetched per layer whichever branch built it."""
     if not s.target.alt_weight_exprs:
         return [site_line(s, loc, switch)]
     paths = (s.target.weight_expr, *s.target.alt_weight_exprs)
@@ -114,8 +114,8 @@ def site_line(s: Site, loc: Location, switch: Switch, weight: str | None = None,
         return _render(cst.Expr(call))
     test: cst.BaseExpression = cst.BooleanOperation(_flag(loc.cls, switch), cst.And(),
                                                     _present(guard))
-    for g in before:
-        test = cst.BooleanOperation(test, cst.And(), _present(g, absent=True))
+    for earlier in before:
+        test = cst.BooleanOperation(test, cst.And(), _present(earlier, absent=True))
     return _render(cst.If(test=test, body=cst.SimpleStatementSuite([cst.Expr(call)])))
 
 
