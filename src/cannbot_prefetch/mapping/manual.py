@@ -64,9 +64,10 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
         if nested is not None:     # true, and what to do: the mapper reads top-level classes
             f, (line, word) = nested
             raise SourceError(f"--target {text}: class {cls} is defined inside a module-level "
-                              f"`{word}` block (line {line}), and the tool maps top-level classes "
-                              f"only (which branch runs depends on the environment); define it "
-                              f"at the top level of a copy of the file to plan it", path=f)
+                              f"`{word}` block (line {line}) that the tool does not map (it maps "
+                              f"top-level classes, and those directly in an `if`/`try` branch "
+                              f"whose lines dedent evenly); define it at the top level of a copy "
+                              f"of the file to plan it", path=f)
         raise SourceError(f"--target {text}: class {cls} is not defined in the model source",
                           path=where)
     parts = attr.split(".")
