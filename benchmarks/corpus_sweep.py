@@ -27,6 +27,10 @@ plan is printed with the tool's reason; disagreements between analyze and apply 
 
     nice -n 10 .venv/bin/python benchmarks/corpus_sweep.py [--families llama,qwen3] \
         [--timeout 240] [--json sweep.json]
+
+`--timeout` is per family on an idle machine; the limit scales with the load when the family
+starts (`family_limit`: x the 1-minute load average per core, 1 to 4), and each family's wall
+and CPU seconds are printed, so a slow shared machine is told from a hang.
 """
 
 from __future__ import annotations
@@ -613,13 +617,36 @@ def _limit_memory(mb: int) -> None:
 def _worker(args):
     global KEEP
     *rest, KEEP = args
-    return run_family(*rest)
+    cpu0 = time.process_time()
+    r = run_family(*rest)
+    r["cpu_s"] = round(time.process_time() - cpu0, 1)    # the worker's CPU, all its threads
+    return r
+
+
+# at most this many times --timeout on a loaded machine (a hang still stops, later)
+MAX_LOAD_SCALE = 4.0
+
+
+def family_limit(base: float) -> tuple[float, float]:
+    """(seconds a family may take, the load factor): --timeout on an idle machine, times the
+    runnable processes per core (1-minute load average / cores, 1 to MAX_LOAD_SCALE) when the
+    family starts. A wall-clock limit alone failed blt at 240 s on a shared 2-core machine: it
+    needs about 140 s of CPU (measured alone, `time`: 126 s user + 12 s sys) and took 371 s of
+    wall time at a load of 8-9, not a hang."""
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:              # no load average on this platform: the base limit
+        load = 1.0
+    f = min(MAX_LOAD_SCALE, max(1.0, load))
+    return base * f, f
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", help="comma-separated family names (default: all)")
-    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per family")
+    ap.add_argument("--timeout", type=float, default=240.0,
+                    help="seconds per family on an idle machine (scaled by the load: "
+                         "family_limit)")
     ap.add_argument("--max-mb", type=int, default=3072, help="heap limit of the worker, MiB")
     ap.add_argument("--json", help="write every family's result here")
     ap.add_argument("--quiet", action="store_true", help="only the summary")
@@ -641,15 +668,19 @@ def main(argv=None) -> int:
     try:
         for fam, f, classes in fams:
             for attempt in (1, 2):
+                limit, scale = family_limit(a.timeout)
+                t_fam = time.time()
                 job = pool.apply_async(_worker, ((fam, str(f), classes, a.keep),))
                 try:
-                    r = job.get(timeout=a.timeout)
+                    r = job.get(timeout=limit)
+                    r["wall_s"] = round(time.time() - t_fam, 1)
                 except mp.TimeoutError:
                     pool.terminate()
                     pool = new_pool()
                     r = {"family": fam, "file": str(f), "status": "fail", "targets": [],
                          "planned": [], "rejected": [], "refused": [],
-                         "problems": [f"timed out after {a.timeout:.0f} s"]}
+                         "problems": [f"timed out after {limit:.0f} s (--timeout {a.timeout:.0f}"
+                                      f" x load {scale:.1f} per core)"]}
                     break
                 if attempt == 1 and any("allocate memory" in p for p in r["problems"]):
                     pool.terminate()        # heap left by earlier families: once more, fresh
@@ -670,9 +701,10 @@ def main(argv=None) -> int:
 def _print_one(r: dict) -> None:
     fires = " ".join(f"fires({k}) {sum(v.values())}/{len(v)}" for k, v in r.get("fires", {}).items())
     off = {True: "off bit-identical", False: "off DIFFERS"}.get(r.get("off_identical"), "")
+    secs = f"{r['wall_s']:.0f} s wall, {r.get('cpu_s', 0):.0f} s CPU" if "wall_s" in r else ""
     print(f"{r['status']:10s} {r['family']:32s} targets {len(r['targets']):3d} "
-          f"planned {len(r['planned']):3d} applied {len(r.get('applied', [])):3d} {off} {fires}",
-          flush=True)
+          f"planned {len(r['planned']):3d} applied {len(r.get('applied', [])):3d} {off} {fires} "
+          f"{secs}", flush=True)
     if r.get("class_note"):
         print(f"    class: {r['class_note']}")
     for x in r["rejected"]:

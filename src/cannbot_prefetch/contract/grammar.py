@@ -132,6 +132,28 @@ def problem(field: str, value: object) -> str | None:
     return None if check(value) else f"must be {what}, not {value!r}"
 
 
+MAX_ALT_PATHS = 8     # a layer class reached by more paths than this is not a layer's structure
+
+
+def alt_paths_problem(weight_expr: str, alts, scope: str) -> str | None:
+    """`target.alt_weight_exprs`: other paths of the same weight, each an attribute path like
+    weight_expr, none repeated, all below `self.next_layer.` (next_layer scope) or below the
+    same first module as weight_expr (`self.mlp.`: the insertion precedes the call that runs
+    every one of them); None when they fit."""
+    if len(alts) > MAX_ALT_PATHS:
+        return f"names {len(alts)} paths, more than {MAX_ALT_PATHS}"
+    head = "self.next_layer." if scope == "next_layer" else \
+        ".".join(weight_expr.split(".")[:2]).split("[")[0] + "."
+    for k, a in enumerate(alts):
+        if not isinstance(a, str) or not is_access_path(a, 2):
+            return f"[{k}] must be an attribute path like weight_expr, not {a!r}"
+        if a == weight_expr or a in alts[:k]:
+            return f"[{k}] repeats a path already named ({a})"
+        if not a.startswith(head):
+            return f"[{k}] must lie below {head[:-1]} like weight_expr ({scope} scope), not {a}"
+    return None
+
+
 def site_problems(site) -> list[tuple[str, str]]:
     """[(key path inside the site, message)] for the fields of a Site that reach source."""
     t, i, j = site.target, site.insert, site.join
@@ -141,6 +163,9 @@ def site_problems(site) -> list[tuple[str, str]]:
               "dependency.expr": site.dependency, "join.class": j.cls, "join.method": j.method,
               "join.where": j.where}
     out = [(k, msg) for k, v in values.items() if (msg := problem(k, v))]
+    alt = alt_paths_problem(t.weight_expr, tuple(t.alt_weight_exprs), t.scope)
+    if alt:
+        out.append(("target.alt_weight_exprs", alt))
     if not isinstance(site.max_size, int) or isinstance(site.max_size, bool) \
             or not 0 < site.max_size <= INT64_MAX:
         out.append(("max_size", f"must be an integer in 1..{INT64_MAX}, not {site.max_size!r}"))

@@ -46,6 +46,10 @@ class Target:
     attr: str            # attribute, e.g. gate_proj (or experts.gate_up_proj for fused Parameters)
     weight_expr: str     # expression valid in insert.method, e.g. self.mlp.gate_proj.weight
     scope: str = "same"  # same | next_layer (the weight belongs to the next decoder layer)
+    # next_layer: the other paths the next layer may hold the same class's weight by (a dense
+    # MLP built as `mlp` in some layers and as `mlp.shared_experts` in others); at run time the
+    # first of weight_expr, *alt_weight_exprs that the next layer holds is prefetched
+    alt_weight_exprs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

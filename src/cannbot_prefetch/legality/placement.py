@@ -38,11 +38,13 @@ class Placement:
     # of the statement it means to anchor on (apply must resolve the anchor to that one)
     callers: tuple = ()
     anchor_line: int = 0
+    alt_weight_exprs: tuple[str, ...] = ()   # next_layer: the weight's other paths (plan Target)
 
     @classmethod
     def of_site(cls, site: Site) -> "Placement":
         return cls(site.insert, site.dependency, site.target.weight_expr, site.join,
-                   site.target.file, scope=site.target.scope)
+                   site.target.file, scope=site.target.scope,
+                   alt_weight_exprs=site.target.alt_weight_exprs)
 
 
 class TargetRef(Protocol):

@@ -21,7 +21,7 @@ from ..legality import Placement
 from ..roofline.shapes import dtype_bytes
 from ..policy import Policy
 from ..windows import Candidate, PredOp, Rejection, default_rules
-from .place import layer_depth, nearest_legal, place_all
+from .place import layer_depth, nearest_legal, place_all, with_other_paths
 from .guard import guard_for
 from .precedes import precedes
 from .shape import dims_match, role_of
@@ -270,6 +270,7 @@ class Mapper:
         k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl,
                            self.window_rules)
         g, gwhy = guard_for(self.ms, pl, self.events)
+        pl = with_other_paths(self.ms, pl, lin)
         return Mapped(lin, pl, method, role, wcall, tuple(notes),
                       layer_depth(self.ms, e.path) is not None, k, how, g, gwhy)
 

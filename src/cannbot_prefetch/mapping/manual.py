@@ -61,6 +61,15 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
     cls, attr = text.split(".", 1)
     where = ", ".join(sorted(ms.primary)) or ", ".join(ms.files)
     if cls not in ms.classes:
+        nested = next(((f, v.nested_classes[cls]) for f, v in ms.files.items()
+                       if cls in v.nested_classes), None)
+        if nested is not None:     # true, and what to do: the mapper reads top-level classes
+            f, (line, word) = nested
+            raise SourceError(f"--target {text}: class {cls} is defined inside a module-level "
+                              f"`{word}` block (line {line}) that the tool does not map (it maps "
+                              f"top-level classes, and those directly in an `if`/`try` branch "
+                              f"whose lines dedent evenly); define it at the top level of a copy "
+                              f"of the file to plan it", path=f)
         raise SourceError(f"--target {text}: class {cls} is not defined in the model source",
                           path=where)
     parts = attr.split(".")
@@ -365,9 +374,14 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
     last before the target, so the window holds the light calls between them (seed 003 3a);
     for the layer's first MatMul, after the layer's last one (cross-layer: the next layer's
     weight). The same placement code as with a profile (`place_all`); the first candidate apply
-    accepts, nearest MatMul first. None when no candidate is legal."""
+    accepts, nearest MatMul first. MatMuls of another branch of the target's own module choice
+    (the MoE block's experts when `self.mlp` is built as the MoE or as the dense MLP) never run
+    with it in one layer and start no same-layer window; a cross-layer window may (the next
+    layer may be of either kind). None when no candidate is legal."""
+    t_path = events[t_idx].path
     before = [i for i in range(t_idx - 1, -1, -1) if events[i].kind == "linear"
-              and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)]
+              and (events[i].owner, events[i].attr) != (lin.cls, lin.attr)
+              and not other_branch(events[i].path, t_path)]
     from .place import layer_depth
 
     ld = layer_depth(ms, events[t_idx].path)
@@ -387,6 +401,18 @@ def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: Linea
                 if not isinstance(got, str):
                     return got
     return None
+
+
+def other_branch(a, b) -> bool:
+    """Two call paths through the same call (`self.mlp(...)`, one hop equal) into different
+    classes: the attribute is built as one or the other (`MoE(config) if sparse else
+    MLP(config)`), so the calls never run in the same module."""
+    for k in range(min(len(a), len(b)) - 1):
+        if a[k] != b[k]:
+            return False
+        if a[k + 1].cls != b[k + 1].cls:
+            return True
+    return False
 
 
 def _runs_with_target(ms: ModelSource, pl: Placement, t: Event) -> bool:

@@ -30,6 +30,7 @@ from ..legality import Placement
 from ..legality.kinds import not_a_tensor, tensor_field
 from ..contract.plan import Insert, Join
 from .after_step import after_chain, after_unpack
+from .refs import module_paths
 from .source import Event, LinearAttr, ModelSource
 from .values import call_node, carrier_first, input_of, outputs_of, stmt_at
 
@@ -260,6 +261,26 @@ def _cross_layer(ms: ModelSource, events: list[Event], t_idx: int, w_idx: int, s
                       ms.file_of(wh.cls), shift, note, "next_layer", callers=callers,
                       anchor_line=wh.line, stmt=wh.stmt) for o in outs]
     return out or why
+
+
+def with_other_paths(ms: ModelSource, pl: Placement, lin: LinearAttr) -> Placement:
+    """`pl` naming every path its class reaches the weight by (`alt_weight_exprs`): a layer
+    class built in two places of one decoder layer (deepseek_v3's dense MLP is `mlp` in the
+    first `first_k_dense_replace` layers, `mlp.shared_experts` in the MoE ones). The call path
+    the flattener followed is one of them, so a model whose layers all take the other branch
+    would never prefetch. Next-layer weights: any path of the next layer; same-layer ones: the
+    paths through the same first module (`self.mlp...`), so the insertion stays before the call
+    that runs them. Indexed paths (`mlps[0]`) have none."""
+    prefix = "self.next_layer." if pl.scope == "next_layer" else "self."
+    suffix = "." + lin.attr + ("" if lin.is_param else ".weight")
+    own = pl.weight_expr[len(prefix):]
+    if pl.alt_weight_exprs or not pl.weight_expr.startswith(prefix) or "[" in own or \
+            not own.endswith(suffix) or not own[: -len(suffix)]:
+        return pl
+    own = own[: -len(suffix)]
+    paths = [p for p in module_paths(ms, pl.insert.cls, lin.cls) if p != own and (
+        pl.scope == "next_layer" or p.split(".")[0] == own.split(".")[0])]
+    return replace(pl, alt_weight_exprs=tuple(prefix + p + suffix for p in paths))
 
 
 def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr,

@@ -54,6 +54,29 @@ def find_child(ms: ModelSource, cls: str, attr: str) -> tuple[str | None, str, b
     return None, "", False
 
 
+def module_paths(ms: ModelSource, start: str, owner: str, depth: int = 4) -> list[str]:
+    """Every attribute path (`mlp`, `mlp.shared_experts`) by which a module of class `start`
+    may hold a module of class `owner` (or a subclass), through every class an attribute may
+    be built as (`self.mlp = MoE(...) if ... else MLP(...)`), base classes included; module
+    lists are skipped (an element is not a fixed path). Shortest first, at most `depth` steps."""
+    out: list[str] = []
+    todo = [(start, "", (start,))]
+    while todo:
+        cls, path, seen = todo.pop(0)
+        for c in bases_chain(ms, cls):
+            for (k, attr), kids in ms.alternatives.items():
+                if k != c or (k, attr) in ms.list_children:
+                    continue
+                p = f"{path}.{attr}" if path else attr
+                for kid in kids:
+                    if owner in bases_chain(ms, kid):
+                        if p not in out:
+                            out.append(p)
+                    elif kid not in seen and p.count(".") + 1 < depth:
+                        todo.append((kid, p, seen + (kid,)))
+    return out
+
+
 def sub_linears(ms: ModelSource, cls: str, attr: str) -> list[LinearAttr]:
     """Weights of `self.<attr>` known only by name (`experts.w13_weight` of a FusedMoE)."""
     for c in bases_chain(ms, cls):

@@ -69,6 +69,9 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
                  + _window_text(v, t))
         i = v.site.insert
         L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, pos=pos[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
+        if v.site.target.alt_weight_exprs:
+            L.append("  " + t["alt_paths"].format(
+                paths=", ".join(f"`{p}`" for p in v.site.target.alt_weight_exprs)))
         shift = v.site.evidence.get("window", {}).get("shift")
         if shift in ("earlier", "later", "fallback") and v.candidate is not None:
             L.append(f"  {t['shift_placed'].format(shift=shift)}")

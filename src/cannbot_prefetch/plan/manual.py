@@ -12,6 +12,7 @@ from ..mapping import Mapped, Mapper
 from ..mapping.guard import guard_for
 from ..mapping.manual import (Unplaceable, held_calls, overlapped, parse_target,
                               place_manual)
+from ..mapping.place import with_other_paths
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource
 from ..windows import Candidate, Rejection, find_windows
@@ -50,6 +51,7 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
         cand = windows_by_attr.get(t.lin.qualname)
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
         m_notes = [pl.note] if pl.note else []
+        m_notes += branch_notes(ms, (t.lin.cls, pl.insert.cls))
         held = held_calls(ms, list(t.events), pl, t.t_idx)
         names = list(dict.fromkeys(_call_name(e) for e in held))   # if/else branches once
         if names:
@@ -67,6 +69,7 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
                            f"before the target): it overlaps them and shares their HBM traffic"
                            + ("" if cand else "; without a profile their cost is unknown"))
         g, gwhy = guard_for(ms, pl, mapper.events)
+        pl = with_other_paths(ms, pl, t.lin)
         m = Mapped(t.lin, pl, "manual", role, window or "", tuple(m_notes), signature=sig,
                    guard=g, guard_why=gwhy)
         out.append((cand, m, size_mapped(m, cand, hw, opts, 1, cfg)))
@@ -85,6 +88,21 @@ def _call_name(e) -> str:
     if e.owner and e.attr:
         return f"{e.owner}.{e.attr}"
     return e.attr or e.leaf.call or "a function"
+
+
+def branch_notes(ms: ModelSource, classes) -> list[str]:
+    """A note per class the site uses that a module-level `if`/`try` branch defines (xlstm's
+    `else:` of `if is_xlstm_available():`): its prefetch runs only when that branch is the one
+    Python took when the file was imported, which depends on the environment."""
+    out = []
+    for cls in dict.fromkeys(classes):
+        f = ms.classes.get(cls, ("", None))[0]
+        where = ms.files[f].nested_classes.get(cls) if f in ms.files else None
+        if where is not None:
+            out.append(f"{cls} is defined inside a module-level `{where[1]}` block (line "
+                       f"{where[0]}): the prefetch runs only where that branch is the one taken "
+                       f"when the file is imported")
+    return out
 
 
 def _manual_windows(opts: PlanOptions) -> list[str | None]:

@@ -51,7 +51,9 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
     d = {
         "id": s.id,
         "target": {"file": t.file, "class": t.cls, "attr": t.attr, "weight_expr": t.weight_expr,
-                   "scope": t.scope},
+                   "scope": t.scope,
+                   **({"alt_weight_exprs": list(t.alt_weight_exprs)} if t.alt_weight_exprs
+                      else {})},
         "insert": {"class": i.cls, "method": i.method, "anchor_call": i.anchor_call,
                    "position": i.position},
         "dependency": {"expr": s.dependency},

@@ -149,7 +149,8 @@ def site_of(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> 
     tcls, tattr = name.cls, name.attr     # own class lives in another file
     return Site(
         id=_site_id(m),
-        target=Target(_rel(pl.file, opts.out_dir), tcls, tattr, pl.weight_expr, pl.scope),
+        target=Target(_rel(pl.file, opts.out_dir), tcls, tattr, pl.weight_expr, pl.scope,
+                      pl.alt_weight_exprs),
         insert=pl.insert, dependency=pl.dependency, join=pl.join, max_size=int(s.max_size),
         basis=s.basis, ladder=s.ladder, mapping=mapping, evidence=ev, saving_us=s.saving_us,
         source_sha256=sha256_file(pl.file),

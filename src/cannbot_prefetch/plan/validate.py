@@ -230,6 +230,16 @@ def _guard(r: _Reader) -> Guard | None:
     return out
 
 
+def _alt_weight_exprs(t: _Reader) -> tuple[str, ...]:
+    """`target.alt_weight_exprs` (optional): the rule is grammar.alt_paths_problem."""
+    items = tuple(t.get("alt_weight_exprs", list, []))
+    msg = grammar.alt_paths_problem(t.data.get("weight_expr", ""), items,
+                                    t.data.get("scope") or "same")
+    if msg:
+        raise t.fail("alt_weight_exprs", msg)
+    return items
+
+
 def _site_from(r: _Reader) -> Site:
     t, i, j, d = r.sub("target"), r.sub("insert"), r.sub("join"), r.sub("dependency")
     basis = _basis(r)
@@ -248,7 +258,7 @@ def _site_from(r: _Reader) -> Site:
         id=r.code("id", "id"),
         target=Target(t.path("file"), t.code("class", "target.class"),
                       t.code("attr", "target.attr"), t.code("weight_expr", "target.weight_expr"),
-                      t.get("scope", str, "same", SCOPES)),
+                      t.get("scope", str, "same", SCOPES), _alt_weight_exprs(t)),
         insert=Insert(i.code("class", "insert.class"), i.code("method", "insert.method"),
                       i.code("anchor_call", "insert.anchor_call"),
                       i.get("position", str, choices=POSITIONS)),

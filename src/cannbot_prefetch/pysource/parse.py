@@ -5,6 +5,7 @@ only the classes a caller names."""
 from __future__ import annotations
 
 import ast
+import textwrap
 
 import libcst as cst
 
@@ -121,6 +122,9 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
                         text = ast.get_source_segment(code, n) or ast.unparse(n)
                         prefetch_calls.append((n.lineno, f"{top.name}.{fn.name}", text))
 
+    nested = _nested_classes(tree, top_classes)
+    for name, node in _nested_nodes(tree, top_classes).items():
+        top_classes.setdefault(name, node)     # read like a top-level class (see below)
     wanted = set(top_classes) if classes is None else {c for c in classes if c in top_classes}
     wanted |= {name for name, node in top_classes.items() if _assigns_self_layers(node)}
     todo = list(wanted)
@@ -141,7 +145,15 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
         first = min([node.lineno] + [d.lineno for d in node.decorator_list])
         # the class alone, padded so libcst sees it at its own line numbers
         text = "".join(lines[first - 1:node.end_lineno])
-        cnode = cst.parse_module(text).body[0]
+        if node.col_offset:      # a class inside a module-level block: parsed at column 0
+            text = textwrap.dedent(text)
+        try:
+            cnode = cst.parse_module(text).body[0]
+        except cst.ParserSyntaxError:      # a block whose lines do not dedent evenly
+            if not node.col_offset:
+                raise
+            del top_classes[name]
+            continue
         align_compound(cnode, node, positions)
         infos[name] = class_info(b, cnode, layers)
     module = tree
@@ -154,4 +166,41 @@ def parse_view(code: str, classes: set[str] | None = None) -> SourceView:
     bases = {name: [_ast_dotted(b).split(".")[-1] for b in node.bases]
              for name, node in top_classes.items()}
     return SourceView(code, module, lines, newline, infos, imports_end, "", aliases, layers,
-                      prefetch_calls, module_lists, module_attrs, bases)
+                      prefetch_calls, module_lists, module_attrs, bases, nested)
+
+
+_BLOCK_WORDS = {ast.If: "if/else", ast.Try: "try", ast.With: "with", ast.For: "for", ast.While: "while"}
+
+
+def _nested_nodes(tree: ast.Module, top: dict) -> dict[str, ast.ClassDef]:
+    """Classes defined directly in a branch of a module-level `if`/`try` that no top-level
+    statement defines (transformers' xlstm: `if is_xlstm_available(): <the package's> else:
+    class xLSTMLayer ...`); a name defined in several branches: the last in the file, as for
+    top-level redefinitions (xlstm's own `xLSTMBlock` in `else`, not the package's in `if`)."""
+    out: dict[str, ast.ClassDef] = {}
+    for stmt in tree.body:
+        if not isinstance(stmt, (ast.If, ast.Try)):
+            continue
+        blocks = [stmt.body, stmt.orelse] + [h.body for h in getattr(stmt, "handlers", [])]
+        todo = list(blocks)
+        while todo:
+            block = todo.pop(0)
+            for n in block:
+                if isinstance(n, ast.ClassDef) and n.name not in top:
+                    out[n.name] = n
+                elif isinstance(n, ast.If):      # elif chains
+                    todo += [n.body, n.orelse]
+    return dict(sorted(out.items(), key=lambda kv: kv[1].lineno))
+
+
+def _nested_classes(tree: ast.Module, top: dict) -> dict[str, tuple[int, str]]:
+    """Classes a module-level block defines that no top-level statement does (first one)."""
+    out: dict[str, tuple[int, str]] = {}
+    for stmt in tree.body:
+        word = next((w for t, w in _BLOCK_WORDS.items() if isinstance(stmt, t)), None)
+        if word is None:
+            continue
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.ClassDef) and n.name not in top and n.name not in out:
+                out[n.name] = (n.lineno, word)
+    return out

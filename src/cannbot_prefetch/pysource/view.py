@@ -71,6 +71,9 @@ class SourceView:
     module_attrs: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     #                 class -> self.<attr> in __init__ -> constructor names it is built with
     class_bases: dict[str, list[str]] = field(default_factory=dict)   # every class in the file
+    # classes defined only inside a module-level block (`if is_xlstm_available(): ... else:
+    # class xLSTMLayer`): name -> (line, the block's keyword); not mapped (top-level only)
+    nested_classes: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

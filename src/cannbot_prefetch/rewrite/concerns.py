@@ -13,6 +13,7 @@ import ast
 import libcst as cst
 
 from ..legality import Location
+from ..legality.reach import guard_path, target_refs
 from ..plan import Site, Switch, grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, call_name, code_of, dotted
 from .markers import ALIAS
@@ -75,7 +76,31 @@ def _flag(cls: ClassInfo, switch: Switch) -> cst.BaseExpression:
     return _path(f"self.{switch.name}") if "__init__" in cls.methods else _call(f"{ALIAS}.enabled")
 
 
-def site_line(s: Site, loc: Location, switch: Switch) -> str:
+def site_lines(s: Site, loc: Location, switch: Switch) -> list[str]:
+    """The site's call; for a weight with other paths (`target.alt_weight_exprs`), one call per
+    path, each run only when the module holds that path and none before it, so one weight is
+    prefetched per layer whichever branch built it."""
+    if not s.target.alt_weight_exprs:
+        return [site_line(s, loc, switch)]
+    paths = (s.target.weight_expr, *s.target.alt_weight_exprs)
+    guards = [guard_path(target_refs(p)[1]) for p in paths]
+    return [site_line(s, loc, switch, p, guards[k], guards[:k]) for k, p in enumerate(paths)]
+
+
+def _present(path: str, absent: bool = False) -> cst.Comparison:
+    """`_cbp.attr(self, "a.b") is not None` (is None with `absent`): a module path present."""
+    root, _, rest = path.partition(".")
+    op = cst.Is() if absent else cst.IsNot()
+    return cst.Comparison(_call(f"{ALIAS}.attr", _path(root), _str(rest)),
+                          [cst.ComparisonTarget(op, cst.Name("None"))])
+
+
+def site_line(s: Site, loc: Location, switch: Switch, weight: str | None = None,
+              guard: str | None = None, before: list[str] | tuple = ()) -> str:
+    """One call of the site (`weight`, `guard`: another path of its weight; `before`: the
+    paths that, when present, take precedence)."""
+    weight = weight or s.target.weight_expr
+    guard = guard or loc.guard
     flag = _flag(loc.cls, switch)
     g = s.guard  # decode guard: the helper prefetches while `expr.shape[dim] <= max_len`
     extra = {"guard": cst.Tuple([cst.Element(_path(g.expr)), cst.Element(_signed(g.dim)),
@@ -83,15 +108,15 @@ def site_line(s: Site, loc: Location, switch: Switch) -> str:
     if not grammar.is_site_id(s.id):
         raise ValueError(f"not a site id: {s.id!r}")
     extra["site"] = cst.SimpleString(f'"{s.id}"')   # its run-time size, if one is given
-    call = _call(f"{ALIAS}.npu_prefetch", flag, _path(s.target.weight_expr), _path(s.dependency),
+    call = _call(f"{ALIAS}.npu_prefetch", flag, _path(weight), _path(s.dependency),
                  _int(s.max_size), **extra)
-    if not loc.guard:
+    if not guard:
         return _render(cst.Expr(call))
-    root, _, path = loc.guard.partition(".")
-    present = cst.Comparison(_call(f"{ALIAS}.attr", _path(root), _str(path)),
-                             [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))])
-    return _render(cst.If(test=cst.BooleanOperation(_flag(loc.cls, switch), cst.And(), present),
-                          body=cst.SimpleStatementSuite([cst.Expr(call)])))
+    test: cst.BaseExpression = cst.BooleanOperation(_flag(loc.cls, switch), cst.And(),
+                                                    _present(guard))
+    for earlier in before:
+        test = cst.BooleanOperation(test, cst.And(), _present(earlier, absent=True))
+    return _render(cst.If(test=test, body=cst.SimpleStatementSuite([cst.Expr(call)])))
 
 
 def guard_problem(site: Site, loc: Location) -> str | None:

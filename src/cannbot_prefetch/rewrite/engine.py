@@ -8,7 +8,7 @@ at a statement boundary with the indentation of its neighbour. So:
   is made idempotent (strip, then insert again: same plan, same text) and how `--revert` works;
 - a re-applied plan with a changed `max_size` replaces the marked call with the same id.
 
-The concerns, each a small function in concerns.py: insert the site calls (`site_line`), thread
+The concerns, each a small function in concerns.py: insert the site calls (`site_lines`), thread
 the switch through `__init__` (`switch_lines`), join the side stream (`join_lines`), link the
 next layer (`link_lines`), import the helper (`import_lines`). The markers are markers.py.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from ..legality import MISSING, UNSAFE, Location, Placement, Problem, TargetRef, locate
 from ..plan import Site, Switch, call_form, grammar
 from ..pysource import ClassInfo, SourceView, parse_view
-from .concerns import guard_problem, import_lines, join_lines, link_lines, site_line, switch_lines
+from .concerns import guard_problem, import_lines, join_lines, link_lines, site_lines, switch_lines
 from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers,
                       own_lines, split_bom, strip_markers)
 
@@ -95,6 +95,9 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
     if dup is not None:
         return Problem(UNSAFE, f"already prefetched by code the tool did not write "
                                f"(line {dup[0]}: {dup[1]})")
+    alt = grammar.alt_paths_problem(pl.weight_expr, pl.alt_weight_exprs, pl.scope)
+    if alt:
+        return Problem(UNSAFE, f"target.alt_weight_exprs {alt}")
     if pl.weight_expr.startswith("self.next_layer.") and not link_lines(view, pl.insert.cls):
         return Problem(UNSAFE, f"next-layer prefetch needs the module list that builds the layers "
                                f"(holding {pl.insert.cls}) in this file, to link each layer to "
@@ -195,7 +198,8 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
                 add(link[0], 2, link[1], link[2], LINK_TAG)
     for site, loc in placements:
         thread(loc.cls)
-        add(loc.line, 3, loc.indent, site_line(site, loc, switch), site.id)
+        for text in site_lines(site, loc, switch):
+            add(loc.line, 3, loc.indent, text, site.id)
         if loc.note:
             out.notes.append(f"site {site.id}: {loc.note}")
         if site.guard is None and site.max_tokens is not None:

@@ -102,6 +102,16 @@ def weight_of(module, weight_expr: str):
     return obj
 
 
+def site_weight(module, target):
+    """The weight a site prefetches on `module`: the first of its paths the module holds
+    (`weight_expr`, then `alt_weight_exprs`, as the rewritten code tries them); None if none."""
+    for expr in (target.weight_expr, *target.alt_weight_exprs):
+        w = weight_of(module, expr)
+        if w is not None:
+            return w
+    return None
+
+
 def expected_weights(model, plan: Plan) -> Expected:
     exp = Expected()
     for site in plan.sites:
@@ -109,7 +119,7 @@ def expected_weights(model, plan: Plan) -> Expected:
         for name, mod in model.named_modules():
             if type(mod).__name__ != site.insert.cls:
                 continue
-            weight = weight_of(mod, site.target.weight_expr)
+            weight = site_weight(mod, site.target)
             if weight is None:  # absent / None module (conditional, last layer): not expected
                 continue
             exp.by_tensor[id(weight)] = (site.id, name)
@@ -280,7 +290,7 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
         for name, mod in model.named_modules():
             if type(mod).__name__ != s.insert.cls:
                 continue
-            w = weight_of(mod, s.target.weight_expr)
+            w = site_weight(mod, s.target)
             if w is None:
                 continue
             for pname, p in model.named_parameters(remove_duplicate=False):

@@ -211,3 +211,67 @@ def test_parallel_linears_split_once_full_size_experts_by_moe_tp(tmp_path):
     d = _dims(load_model_source(src, cfg, "config.json", tp=2, moe_tp=2))
     assert d["FakeMLP.gate_up_proj"] == (2 * 11008 // 2, 4096)       # its own ctor, not twice
     assert d["FakeLayer.experts_w13"] == (8, 11008, 4096)              # 2I equals the full size
+
+
+# `self.X` assigned from the config in the same __init__, through `isinstance` (a key that holds
+# one value for every layer or a per-layer list: hunyuan_v1_moe's gate), written for this test
+PER_LAYER_GATE = '''
+import torch
+from torch import nn
+
+
+class Gate(nn.Module):
+    def __init__(self, config, layer_idx=None):
+        super().__init__()
+        self.num_experts = (config.num_experts if isinstance(config.num_experts, int)
+                            else config.num_experts[layer_idx])
+        self.width = config.hidden_size if isinstance(config.hidden_size, (int, float)) else 0
+        self.wg = nn.Linear(self.width, self.num_experts, bias=False)
+        self.count = self.opaque_count(config)
+        self.odd = nn.Linear(config.hidden_size, self.count, bias=False)
+        self.later = nn.Linear(config.hidden_size, self.unknown, bias=False)
+
+    def forward(self, x):
+        return self.wg(x)
+
+
+class Layer(nn.Module):
+    def __init__(self, config, layer_idx):
+        super().__init__()
+        self.gate = Gate(config, layer_idx)
+
+    def forward(self, x):
+        return self.gate(x)
+
+
+class Model(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer(config, i) for i in range(config.num_hidden_layers)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+'''
+
+
+@pytest.mark.parametrize("experts, expected", [(8, 8), ([6, 6], 6), ([4, 4, 4], 4)])
+def test_isinstance_on_a_config_value_picks_its_branch(tmp_path, experts, expected):
+    src = tmp_path / "gate.py"
+    src.write_text(PER_LAYER_GATE)
+    cfg = {"num_experts": experts, "hidden_size": 32, "num_hidden_layers": 2}
+    ms = load_model_source(src, cfg, "config.json")
+    assert ms.linears[("Gate", "wg")].dims == (expected, 32)
+
+
+def test_an_unevaluable_self_attribute_names_why_when_used(tmp_path):
+    src = tmp_path / "gate.py"
+    src.write_text(PER_LAYER_GATE)
+    ms = load_model_source(src, {"num_experts": 8, "hidden_size": 32, "num_hidden_layers": 2},
+                           "config.json")
+    odd = ms.linears[("Gate", "odd")]
+    # the attribute used, and why its value was not evaluable
+    assert odd.dims is None and "self.count: self.opaque_count" in odd.error, odd.error
+    later = ms.linears[("Gate", "later")]
+    assert later.dims is None and later.error == "shape not evaluable (self.unknown)", later.error

@@ -131,10 +131,10 @@ def test_d7_switch_values_outside_the_grammar_are_bad_input(name, path):
 
 
 def test_d7_output_that_would_not_parse_or_revert_is_refused(monkeypatch):
-    monkeypatch.setattr(engine, "site_line", lambda s, loc, sw: "_cbp.npu_prefetch(")
+    monkeypatch.setattr(engine, "site_lines", lambda s, loc, sw: ["_cbp.npu_prefetch("])
     with pytest.raises(UnsafeOutput, match="does not parse"):
         rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager")
-    monkeypatch.setattr(engine, "site_line", lambda s, loc, sw: "x = 1")   # not an own line
+    monkeypatch.setattr(engine, "site_lines", lambda s, loc, sw: ["x = 1"])   # not an own line
     with pytest.raises(UnsafeOutput, match="revert"):
         rewrite_source(SRC, [down(where="before:self.down_proj")], mode="eager")
 

@@ -3,8 +3,9 @@
 Names it understands: `config.X` (and any constructor parameter annotated as a config),
 `getattr(config, "X", default)`, `config.get("X", default)`, `self.X` assigned earlier in the
 same `__init__`, constructor arguments bound at the class's instantiation site, literals,
-`+ - * // / % **`, `int/min/max/sum/len`, conditional expressions and comparisons. Anything else
-is "not evaluable" (never executed). A missing config key is remembered and named when used.
+`+ - * // / % **`, `int/min/max/sum/len`, `isinstance(value, int)` (builtin types), conditional
+expressions and comparisons. Anything else is "not evaluable" (never executed), and a `self.X`
+that was assigned such a value names why when used. A missing config key is remembered and named when used.
 Linear-like: `nn.Linear(in, out)`, vLLM `ColumnParallelLinear` / `MergedColumnParallelLinear` /
 `QKVParallelLinear` (out / tp) / `RowParallelLinear` (in / tp) / `ReplicatedLinear`, and
 `nn.Parameter(torch.empty(E, ...))` (fused experts, routers).

@@ -57,6 +57,7 @@ class Env:
         self.self_vals: dict[str, Any] = {}
         self.local: dict[str, Any] = {}
         self.missing: dict[str, str] = {}
+        self.unknown: dict[str, str] = {}   # self.X assigned a value it could not evaluate: why
         self.config_names = {"config"}
         self.dead: set[int] = set()      # statements of branches the config does not take
         init = ms.method(cls, "__init__")
@@ -161,7 +162,8 @@ class Env:
                     raise MissingKey(self.missing[attr])
                 if attr == "config":
                     return _CONFIG
-                raise Unsupported(f"self.{attr}")
+                why = getattr(self, "unknown", {}).get(attr)
+                raise Unsupported(f"self.{attr}: {why}" if why else f"self.{attr}")
             obj = self.eval(base)
             if obj is _CONFIG:
                 return self.cfg(node.attr.value)
@@ -250,9 +252,33 @@ class Env:
             if f is None:
                 raise Unsupported(fn)
             return f(*vals) if fn not in ("sum", "len") else f(vals[0])
+        if fn == "isinstance" and len(args) == 2:
+            return self._isinstance(args[0].value, args[1].value)
         if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
             return self.ms.tp
         raise Unsupported(fn)
+
+
+    def _isinstance(self, value: cst.BaseExpression, types: cst.BaseExpression) -> bool:
+        """`isinstance(config.num_experts, int)` on a plain value read from config.json (a key
+        that holds one number for every layer or a per-layer list: hunyuan_v1_moe); the types
+        are builtins named as such. A config object, or any other type, is not evaluable."""
+        names = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
+        kinds = []
+        for n in names:
+            if not (isinstance(n, cst.Name) and n.value in _BUILTIN_TYPES) or \
+                    n.value in self.local:
+                raise Unsupported(f"isinstance(..., {code_of(types)})")
+            kinds.append(_BUILTIN_TYPES[n.value])
+        v = self.eval(value)
+        if not isinstance(v, _DECIDABLE):
+            raise Unsupported(f"isinstance({code_of(value)}, ...)")
+        return isinstance(v, tuple(kinds))
+
+
+# the builtin types `isinstance` may name, and a JSON value's Python type
+_BUILTIN_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list,
+                  "tuple": tuple, "dict": dict}
 
 
 class _ConfigMarker:
@@ -302,7 +328,7 @@ def exec_assign(env: Env, s: Stmt) -> None:
             d = dotted(target) or ""
             env.missing[d[5:] if d.startswith("self.") else d] = exc.key
             continue
-        except EVAL_ERRORS:
+        except EVAL_ERRORS as exc:
             # a value it cannot evaluate replaces any earlier one: `self.mamba = None`, then
             # `self.mamba = MambaLayer(...)` under `if` (granitemoehybrid) is not known None
             d = dotted(target) or ""
@@ -310,6 +336,7 @@ def exec_assign(env: Env, s: Stmt) -> None:
                 env.local.pop(target.value, None)
             elif d.startswith("self.") and d.count(".") == 1:
                 env.self_vals.pop(d[5:], None)
+                env.__dict__.setdefault("unknown", {})[d[5:]] = str(exc) or type(exc).__name__
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v
@@ -317,6 +344,7 @@ def exec_assign(env: Env, s: Stmt) -> None:
             d = dotted(target)
             if d and d.startswith("self.") and d.count(".") == 1:
                 env.self_vals[d[5:]] = v
+                env.__dict__.get("unknown", {}).pop(d[5:], None)
 
 
 # what an `if` test may evaluate to for the branch to be decided (not a config object)
