@@ -65,7 +65,16 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
         "n_inner": 512, "layer_types": ["full_attention", "full_attention"]}
 TP = 2
+MODELS_PKG = "vllm.model_executor.models"
 NO_LINEARS = "no vLLM linear layer built in its classes"
+# the sub-config of a multimodal config that holds its text decoder's keys
+TEXT_SUBCONFIGS = ("text_config", "language_config", "llm_config")
+# a class of a vision or audio tower (by its name): its linears are swept and
+# listed, but they do not make the file a decoder family (docs/limitations.md, "Serving engines'
+# model files": what counts)
+TOWER_WORDS = ("vision", "visual", "audio", "patch", "merger", "vit", "clip", "siglip", "radio",
+               "encoder", "projector")
+NOT_DECODER = "no decoder linear of its own (its decoder is another family's file)"
 
 
 def wheel_models(version: str, cache: Path) -> Path:
@@ -152,15 +161,28 @@ def targets(src: Path, follow: bool = True) -> dict[str, str]:
     return out
 
 
+def _sibling(src: Path, node: ast.AST) -> Path | None:
+    """The sibling model file an import names: `from .qwen2 import ...` or
+    `from vllm.model_executor.models.deepseek_v2 import ...` (longcat_flash's MLA attention)."""
+    if not isinstance(node, ast.ImportFrom) or not node.module:
+        return None
+    if node.level == 1:
+        stem = node.module
+    elif node.level == 0 and node.module.startswith(MODELS_PKG + "."):
+        stem = node.module[len(MODELS_PKG) + 1:]
+    else:
+        return None
+    sib = src.parent / f"{stem}.py"
+    return sib if "." not in stem and sib.is_file() else None
+
+
 def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
     """`from .qwen2 import Qwen2MLP as Qwen3MLP`: the linears of classes of sibling files, by
     the local name (attr -> layer)."""
     out: dict[str, dict[str, str]] = {}
     for n in tree.body:
-        if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module:
-            sib = src.parent / f"{n.module}.py"
-            if not sib.is_file():
-                continue
+        sib = _sibling(src, n)
+        if sib is not None:
             names = {a.name: a.asname or a.name for a in n.names}
             if not any(k[:1].isupper() for k in names):
                 continue
@@ -170,6 +192,24 @@ def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
                 if got:
                     out[local] = got
     return out
+
+
+def is_tower(key: str) -> bool:
+    """Whether a target `Class.attr...` lies in a vision or audio tower's class."""
+    return any(w in key.split(".")[0].lower() for w in TOWER_WORDS)
+
+
+def is_attention(key: str) -> bool:
+    return any(w in key.lower() for w in ATTN_WORDS)
+
+
+def decoder_family(tg: dict[str, str]) -> bool:
+    """A decoder family builds its own decoder: an attention linear and an MLP/MoE linear in
+    classes that are not a tower's. A multimodal wrapper whose own linears are only its towers
+    (qwen3_vl: Qwen3_VisionBlock; the decoder is qwen3.py's) or a draft that builds only a head
+    (qwen3_dspark) is listed, its targets swept, but not counted."""
+    own = [k for k in tg if not is_tower(k)]
+    return any(is_attention(k) for k in own) and any(not is_attention(k) for k in own)
 
 
 def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
@@ -196,11 +236,15 @@ def expected_dims(attr: str, layer: str) -> tuple[int, ...] | None:
 
 
 def family_config(src: Path) -> dict:
-    """TINY over the defaults of transformers' config class for the family (found through its
-    `*ForCausalLM` class name in transformers' causal-LM mapping), so family-specific keys exist
-    (dbrx's `d_model`, nested `attn_config`); a key the class stores under another name
-    (`attribute_map`: hidden_size -> d_model) gets TINY's value too. TINY alone when transformers
-    has no such class."""
+    """The config a user of the family would pass, made tiny: transformers' config class for the
+    family (found through its `*ForCausalLM` class name in transformers' causal-LM mapping) built
+    with TINY as its arguments, so the keys it derives follow TINY (zamba2's
+    `attention_hidden_size = 2 * hidden_size`, laguna's `num_attention_heads_per_layer`), and its
+    text sub-config (`text_config`, llama4) built the same way; the other sub-configs
+    (`vision_config`, `audio_config`) keep the class's defaults, as in a user's config, so the
+    towers are sized by them. A key the class stores under another name (`attribute_map`:
+    hidden_size -> d_model) gets TINY's value too. TINY alone when transformers has no such
+    class."""
     try:
         from transformers import AutoConfig
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -214,13 +258,23 @@ def family_config(src: Path) -> dict:
     if mtype is None:
         return dict(TINY)
     try:
-        cfg = AutoConfig.for_model(mtype)
-        base = cfg.to_dict()
+        cfg = AutoConfig.for_model(mtype, **TINY)
     except Exception:
-        return dict(TINY)
+        try:
+            cfg = AutoConfig.for_model(mtype)
+        except Exception:
+            return dict(TINY)
+    base = cfg.to_dict()
     for std, stored in getattr(cfg, "attribute_map", {}).items():
         if std in TINY and isinstance(stored, str):
             base[stored] = TINY[std]
+    for key in TEXT_SUBCONFIGS:
+        sub = getattr(cfg, key, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            try:
+                base[key] = {**type(sub)(**TINY).to_dict(), **TINY}
+            except Exception:
+                base[key] = {**sub.to_dict(), **TINY}
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
     return {**base, **TINY}
@@ -253,9 +307,11 @@ def _import_with_shim(path: Path, models: Path) -> str:
 def run_family(src: Path, timeout: int) -> dict:
     fam = src.stem
     res: dict = {"family": fam, "targets": {}, "planned": [], "rejected": {}, "applied": False,
-                 "parses": False, "import_shim": "", "shards_checked": 0, "shards_wrong": []}
+                 "parses": False, "import_shim": "", "shards_checked": 0, "shards_wrong": [],
+                 "windows": {"held": 0, "warned": 0, "silent": 0}}
     tg = targets(src)
     res["targets"] = tg
+    res["decoder"] = decoder_family(tg)
     if not tg:
         res["why"] = NO_LINEARS
         return res
@@ -265,9 +321,9 @@ def run_family(src: Path, timeout: int) -> dict:
         copy.parent.mkdir()
         shutil.copy(src, copy)
         for n in ast.parse(src.read_text(encoding="utf-8")).body:   # sibling files it imports
-            if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module and \
-                    (src.parent / f"{n.module}.py").is_file():
-                shutil.copy(src.parent / f"{n.module}.py", copy.parent)
+            sib = _sibling(src, n)
+            if sib is not None:
+                shutil.copy(sib, copy.parent)
         (d / "config.json").write_text(json.dumps(family_config(src), default=str))
         asked = list(tg)
         dropped: dict[str, str] = {}
@@ -306,6 +362,11 @@ def run_family(src: Path, timeout: int) -> dict:
         for s in plan.get("sites") or []:
             key = f"{s['target']['class']}.{s['target']['attr']}"
             res["planned"].append(key)
+            # manual mode names the calls a window holds, or warns that it holds none
+            notes = [str(x) for x in ((s.get("evidence") or {}).get("notes") or [])]
+            held = any(x.startswith("the window holds:") for x in notes)
+            warned = any("the window holds no op" in x for x in notes)
+            res["windows"]["held" if held else "warned" if warned else "silent"] += 1
             want = expected_dims(key, tg.get(key, ""))
             if want is not None:
                 res["shards_checked"] += 1
@@ -322,8 +383,9 @@ def run_family(src: Path, timeout: int) -> dict:
         except SyntaxError as exc:
             res["why"] = f"rewritten file does not parse: {exc}"
         res["import_shim"] = _import_with_shim(copy, src.parent) or "ok"
-    attn = [k for k in res["planned"] if any(w in k.lower() for w in ATTN_WORDS)]
-    mlp = [k for k in res["planned"] if k not in attn]
+    own = [k for k in res["planned"] if not is_tower(k)]       # the decoder's, not a tower's
+    attn = [k for k in own if is_attention(k)]
+    mlp = [k for k in own if k not in attn]
     res["passed"] = bool(attn and mlp and res["applied"] and res["parses"]
                          and not res["shards_wrong"])
     if not res["passed"] and "why" not in res:
@@ -351,22 +413,31 @@ def main() -> int:
         except subprocess.TimeoutExpired:
             row = {"family": f.stem, "passed": False, "why": "timed out"}
         rows.append(row)
-        print(f"{'PASS' if row.get('passed') else 'FAIL'} {row['family']:<28} "
+        tag = ("PASS" if row.get("passed") else "FAIL") if row.get("decoder") else "----"
+        print(f"{tag} {row['family']:<28} "
               f"planned {len(row.get('planned', []))}/{len(row.get('targets', {}))} "
               f"shards {row.get('shards_checked', 0) - len(row.get('shards_wrong', []))}/"
               f"{row.get('shards_checked', 0)} import-shim: {row.get('import_shim', '')[:60]}"
+              + f" windows {row.get('windows', {})}"
               + ("" if row.get("passed") else f"  -- {row.get('why', '')[:160]}"), flush=True)
-    # files that build no vLLM layer of their own (drafts, multimodal wrappers of another
-    # family's decoder, config.py, pure-SSM models) are listed but not counted
-    counted = [r for r in rows if r.get("targets") or r.get("why") != NO_LINEARS]
+    # files whose own classes build no decoder (drafts, multimodal wrappers of another family's
+    # decoder, config.py, pure-SSM models) are listed, swept, but not counted
+    counted = [r for r in rows if r.get("decoder")]
     n = len(counted)
     ok = sum(1 for r in counted if r.get("passed"))
+    win = {k: sum(r.get("windows", {}).get(k, 0) for r in rows) for k in ("held", "warned",
+                                                                          "silent")}
+    imp = [r for r in counted if r.get("import_shim") == "ok"]
     print(f"\n{ok}/{n} decoder families planned, applied and parsed with TP-2 shard sizes right "
           f"({100 * ok / max(n, 1):.1f} %); {len(rows) - n} of {len(rows)} files with a "
-          f"*ForCausalLM build no vLLM layer of their own; {time.perf_counter() - t0:.0f} s")
+          f"*ForCausalLM build no decoder of their own; {time.perf_counter() - t0:.0f} s")
+    print(f"planned sites' windows (manual mode): {win['held']} hold named calls, "
+          f"{win['warned']} hold none and say so, {win['silent']} hold none silently")
+    print(f"import under the shim, switch on: {len(imp)}/{n} decoder families "
+          f"({sum(1 for r in imp if r.get('passed'))} of them passing)")
     if a.json:
         Path(a.json).write_text(json.dumps({"version": a.version, "passed": ok, "families": n,
-                                            "rows": rows}, indent=1))
+                                            "windows": win, "rows": rows}, indent=1))
     return 0
 
 
