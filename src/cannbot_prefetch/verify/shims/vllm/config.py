@@ -18,10 +18,9 @@ class CacheConfig:
 
 
 @dataclass
-class VllmConfig:
-    model_config: ModelConfig = field(default_factory=ModelConfig)
-    cache_config: CacheConfig = field(default_factory=CacheConfig)
-    quant_config: Any = None
+class EPLBConfig:
+    """Expert-parallel load balancing: off (no redundant experts) at one rank."""
+    num_redundant_experts: int = 0
 
 
 @dataclass
@@ -29,6 +28,17 @@ class ParallelConfig:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    enable_eplb: bool = False
+    use_sequence_parallel_moe: bool = False
+    eplb_config: EPLBConfig = field(default_factory=EPLBConfig)
+
+
+@dataclass
+class VllmConfig:
+    model_config: ModelConfig = field(default_factory=ModelConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    quant_config: Any = None
+    parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
 
 
 _CURRENT = VllmConfig()
