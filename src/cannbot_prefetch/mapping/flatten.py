@@ -263,6 +263,11 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
     subs = sub_linears(ms, cls if r.access == f"self.{r.attr}" else r.owner, r.attr) \
         if r.kind == "unknown" else []
     if subs:
+        # the router a fused-MoE layer is handed (`FusedMoE(gate=self.gate, ...)`) runs first
+        if r.access == f"self.{r.attr}":
+            for lin in handed_linears(ms, cls, r.attr):
+                out.append(Event(prefix + (Hop(owner, method, i, text, s.start,
+                                               f"self.{lin.attr}"),), "linear", lin.cls, lin.attr))
         for lin in subs:
             sub = lin.attr[len(r.attr) + 1:]
             out.append(Event(prefix + (Hop(owner, method, i, text, s.start,

@@ -7,9 +7,17 @@ from typing import Any
 class ModelConfig:
     hf_config: Any = None
 
+    max_model_len: int = 256
+
     @property
     def hf_text_config(self):
         return self.hf_config
+
+    @property
+    def use_mla(self) -> bool:
+        """Multi-head latent attention: the config has a KV LoRA rank (vLLM's
+        `is_deepseek_mla`, with `VLLM_MLA_DISABLE` unset)."""
+        return getattr(self.hf_text_config, "kv_lora_rank", None) is not None
 
 
 @dataclass
@@ -30,6 +38,8 @@ class ParallelConfig:
     enable_expert_parallel: bool = False
     enable_eplb: bool = False
     use_sequence_parallel_moe: bool = False
+    decode_context_parallel_size: int = 1
+    dcp_q_replicate: bool = False
     eplb_config: EPLBConfig = field(default_factory=EPLBConfig)
 
 

@@ -17,6 +17,10 @@ def tensor_model_parallel_all_gather(x, dim=-1):
     return x
 
 
+def tensor_model_parallel_reduce_scatter(x, dim=0):
+    return x
+
+
 class _Group:
     """One rank of a group of one (pipeline, tensor, expert parallel at size 1)."""
     world_size = 1
