@@ -64,8 +64,9 @@ MLA_CFG = {"qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
 def test_linears_handed_to_a_library_layer_run_where_it_is_called(tmp_path):
     """vLLM's MLA: the attention hands kv_b_proj / o_proj / ... to `MultiHeadLatentAttention
     Wrapper` and calls only the wrapper. They run where `self.mla_attn(...)` runs (before this,
-    "never run by the forward pass"): planned at `self.self_attn` in the decoder layer, each
-    window naming the calls it holds (the wrapper's call among them).
+    "never run by the forward pass"; apply's legality check now knows that a call of a layer
+    handed the target runs it): planned before `self.mla_attn(...)`, each window naming the
+    projections the wrapper runs before it, in the order the class builds them.
     TP 2: kv_b_proj column-split 8 * (32 + 32) / 2 = 256 by 64; o_proj row-split 256 by
     8 * 32 / 2 = 128. `unused_proj`, handed to nobody, is still never run."""
     src = tmp_path / "mla_wrapper_vllm.py"
@@ -77,10 +78,17 @@ def test_linears_handed_to_a_library_layer_run_where_it_is_called(tmp_path):
                                                         "LatentAttention.unused_proj"), tp=2))
     by = {s.target.attr: s for s in plan.sites}
     assert set(by) == {"kv_b_proj", "o_proj"}
-    for s in by.values():      # at the wrapper's call in the decoder layer, never inside it
-        assert (s.insert.cls, s.insert.anchor_call) == ("LatentDecoderLayer", "self.self_attn")
-        held = [n for n in s.evidence["notes"] if n.startswith("the window holds:")]
-        assert held and "LatentAttention.mla_attn" in held[0]
+    for s in by.values():      # at the wrapper's call, the one that runs them
+        assert (s.insert.cls, s.insert.method, s.insert.anchor_call, s.insert.position) == \
+            ("LatentAttention", "forward", "self.mla_attn", "before")
+        assert s.dependency == "positions"
+    held = {a: next(n for n in s.evidence["notes"] if n.startswith("the window holds:"))
+            for a, s in by.items()}
+    # inside the wrapper, in the order the class builds them: q_proj, kv_a, kv_b, o_proj
+    assert held["kv_b_proj"].endswith("LatentAttention.q_proj, "
+                                      "LatentAttention.kv_a_proj_with_mqa")
+    assert held["o_proj"].endswith("LatentAttention.kv_a_proj_with_mqa, "
+                                   "LatentAttention.kv_b_proj")
     assert tuple(by["kv_b_proj"].basis.dims) == (256, 64)
     assert tuple(by["o_proj"].basis.dims) == (256, 128)
     assert "holds no op" not in render_design(design)
