@@ -81,7 +81,7 @@ def test_linears_handed_to_a_library_layer_run_where_it_is_called(tmp_path):
     for s in by.values():      # at the wrapper's call, the one that runs them
         assert (s.insert.cls, s.insert.method, s.insert.anchor_call, s.insert.position) == \
             ("LatentAttention", "forward", "self.mla_attn", "before")
-        assert s.dependency == "positions"
+        assert s.dependency == "hidden_states"     # not positions: they feed only rotary
     held = {a: next(n for n in s.evidence["notes"] if n.startswith("the window holds:"))
             for a, s in by.items()}
     # inside the wrapper, in the order the class builds them: q_proj, kv_a, kv_b, o_proj

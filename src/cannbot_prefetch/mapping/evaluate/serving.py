@@ -121,6 +121,12 @@ def layer_index_calls() -> frozenset[str]:
     return frozenset(table().get("layer_index_calls", ()))
 
 
+def position_args() -> frozenset[str]:
+    """Argument names that carry token positions (vLLM's `forward(positions, hidden_states)`):
+    never the value a linear consumes, so never a call's input as a dependency."""
+    return frozenset(table().get("position_args", ()))
+
+
 def moe_weights() -> tuple[str, str]:
     w13, w2 = table()["moe_weights"]
     return w13, w2
