@@ -64,7 +64,11 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "ffn_hidden_size": 512, "multi_query_group_num": 4, "kv_channels": 32,
         "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
         "n_inner": 512, "layer_types": ["full_attention", "full_attention"],
-        "global_head_dim": 32}
+        "global_head_dim": 32, "block_dim": 256, "conv_dim": 256,
+        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32}
+# (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
+# widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
+# a family transformers does not know: each set to the tiny width it stands for)
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -215,12 +219,17 @@ def is_attention(key: str) -> bool:
     return any(w in key.lower() for w in ATTN_WORDS)
 
 
-def decoder_family(tg: dict[str, str]) -> bool:
+def decoder_family(tg: dict[str, str], built: dict[str, str] | None = None) -> bool:
     """A decoder family builds its own decoder: an attention linear and an MLP/MoE linear in
-    classes that are not a tower's. A multimodal wrapper whose own linears are only its towers
-    (qwen3_vl: Qwen3_VisionBlock; the decoder is qwen3.py's) or a draft that builds only a head
-    (qwen3_dspark) is listed, its targets swept, but not counted."""
+    classes that are not a tower's (`tg`, with the linears of classes it imports from sibling
+    families), at least one of them built by its own classes (`built`: qwen3's attention, its
+    MLP being qwen2's). A multimodal wrapper whose own linears are only its towers (qwen3_vl:
+    Qwen3_VisionBlock; the decoder is qwen3.py's), a draft that builds only a head
+    (qwen3_dspark), a file that only subclasses another family's layers (qwen3_5 over
+    qwen3_next, deepseek_eagle3 over deepseek_v2) is listed, its targets swept, not counted."""
     own = [k for k in tg if not is_tower(k)]
+    if built is not None and not any(not is_tower(k) for k in built):
+        return False
     return any(is_attention(k) for k in own) and any(not is_attention(k) for k in own)
 
 
@@ -402,7 +411,7 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
                  "windows": {"held": 0, "warned": 0, "silent": 0}}
     tg = targets(src)
     res["targets"] = tg
-    res["decoder"] = decoder_family(tg)
+    res["decoder"] = decoder_family(tg, targets(src, follow=False))
     if not tg:
         res["why"] = NO_LINEARS
         return res
