@@ -19,12 +19,19 @@ every `vllm/model_executor/models/*.py` that defines a `*ForCausalLM` class:
    hidden x heads*head_dim/2; gate_up_proj: 2*I/2 x hidden; down_proj: hidden x I/2; experts
    w13 [E, 2*I_moe/2, hidden], w2 [E, hidden, I_moe/2]; GateLinear gate [E, hidden]).
 
-A family passes when at least one of its attention and one of its MLP/MoE linears are planned
-and applied, the rewrite parses, and every checked shard size is right. Each target the tool
-does not plan is listed with the tool's reason.
+5. count each planned site's window: its plan notes name the calls it holds, or warn that it
+   holds none (manual mode must never plan a zero-op window silently);
+6. `--verify` (default: the issue's six families): `cannbot prefetch verify --factory` with a
+   generated factory that builds the wheel's rewritten `*ForCausalLM` at TP 1 under the shim
+   (outputs off == on, and `CANNBOT_PREFETCH=1` alone on a fresh model firing every site).
+
+A family passes when at least one of its attention and one of its MLP/MoE linears outside vision
+and audio towers are planned and applied, the rewrite parses, and every checked shard size is
+right. Only decoder families are counted (`decoder_family`; docs/limitations.md says what is
+not). Each target the tool does not plan is listed with the tool's reason.
 
     nice -n 10 python benchmarks/vllm_sweep.py [--version 0.34.0] [--cache /work/cache/vllm] \
-        [--families llama,qwen2] [--json sweep.json]
+        [--families llama,qwen2] [--verify all|none|llama,qwen2] [--json sweep.json]
 """
 
 from __future__ import annotations
