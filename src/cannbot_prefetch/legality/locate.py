@@ -14,7 +14,7 @@ from .lookup import (base_with, enclosing_block_stmt, find_anchors, find_class, 
 from .placement import MISSING, UNSAFE, Location, Placement, Problem, TargetRef
 from .tuples import flow_siblings
 from .reach import (bound_methods, call_arg_names, guard_path, inherited_elsewhere,
-                    methods_reaching, runs_target, target_refs)
+                    methods_reaching, runs_target, target_refs, handed_to)
 
 
 def dependency_problem(module_code: str, pl: Placement, target: TargetRef) -> str | None:
@@ -134,6 +134,7 @@ def _locate_at(view: SourceView, pl: Placement, target: TargetRef, tcls, icls: C
 
     # the target and its guard (a module on the weight's path that may be absent or None)
     refs, owner = target_refs(weight_expr)
+    refs += handed_to(icls, owner)            # a library layer handed the target runs it
     guard = None
     head = weight_expr.split(".")
     if head[0] != "self" and head[0] not in params:

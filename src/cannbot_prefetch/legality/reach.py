@@ -53,6 +53,35 @@ def guard_path(owner: str) -> str:
     return owner.split("[", 1)[0].rsplit(".", 1)[0] if "[" in owner else owner
 
 
+def handed_to(cls: ClassInfo, owner: str) -> list[str]:
+    """`self.X` for each library layer `__init__` builds with the target's module handed in
+    (`self.mla_attn = MultiHeadLatentAttentionWrapper(..., mla_modules)` after `mla_modules =
+    MLAModules(kv_b_proj=self.kv_b_proj, ...)`, vLLM's MLA): a call of it runs the target."""
+    init = cls.methods.get("__init__")
+    if init is None or not owner.startswith("self.") or owner.count(".") != 1:
+        return []
+    word = re.compile(re.escape(owner) + r"(?![\w.\[])")
+    carriers: set[str] = set()
+    out: list[str] = []
+    for st in init.stmts:
+        node = st.node
+        if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1 or \
+                not isinstance(node.body[0], cst.Assign) or len(node.body[0].targets) != 1 or \
+                not isinstance(node.body[0].value, cst.Call):
+            continue
+        target, text = node.body[0].targets[0].target, code_of(node.body[0].value)
+        hands = bool(word.search(text)) or any(
+            re.search(rf"\b{re.escape(c)}\b", text) for c in carriers)
+        if not hands:
+            continue
+        if isinstance(target, cst.Name):
+            carriers.add(target.value)                   # handed on through a local
+        elif dotted(target) and dotted(target).startswith("self.") and \
+                dotted(target).count(".") == 1 and dotted(target) != owner:
+            out.append(dotted(target))
+    return out
+
+
 def runs_target(call: cst.Call, refs: list[str], owner: str, helpers: set[str]) -> bool:
     d = strip_forward(call_name(call))
     if d in refs:

@@ -85,6 +85,11 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
         res = check_site(view, pl, target_ref(pl, lin), mode=mode)
         if isinstance(res, Problem):
             return res.message
+        other = _other_branch(ms, pl)
+        if other is not None:
+            return (f"{pl.insert.anchor_call} is called in more than one branch of "
+                    f"{pl.insert.cls}.{pl.insert.method} (lines {other[0]} and {other[1]}): a "
+                    f"prefetch at one call does not run when the config takes the other")
         if pl.anchor_line and view is ms.files[pl.file] and \
                 not res.stmt.start <= pl.anchor_line <= res.stmt.end:   # (or the if/else holding it)
             return (f"{pl.insert.anchor_call} is called more than once in {pl.insert.cls}."
@@ -92,6 +97,30 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
                     f"not the one at line {pl.anchor_line}")
         return None
     return accept
+
+
+def _other_branch(ms: ModelSource, pl: Placement) -> tuple[int, int] | None:
+    """(line of the anchor's first call, line of a call of it in another branch of an if/else)
+    when the method calls the anchor in two branches (deepseek_v2's `if self.use_mha:
+    self.self_attn(...) else: self.self_attn(..., llama_4_scaling)`): apply anchors on the first,
+    which the model may never take. None when every call of it lies on one path."""
+    from .values import call_node
+
+    ins = pl.insert
+    m = ms.method(ins.cls, ins.method)
+    if m is None:
+        return None
+    hits = [st for st in m.stmts if not st.header and call_node(st, ins.anchor_call) is not None]
+    if len(hits) < 2:
+        return None
+    lines = ms.files[ms.file_of(ins.cls)].lines
+    first, indent = hits[0], len(hits[0].indent)
+    for st in hits[1:]:
+        for line in lines[first.end:st.start - 1]:
+            text = line.strip()
+            if text.startswith(("else", "elif")) and len(line) - len(line.lstrip()) < indent:
+                return first.start, st.start
+    return None
 
 
 class Mapper:

@@ -8,7 +8,9 @@ A callee is resolved as an access path from the method's `self`: `self.mlp`, `se
 attribute bound to a method in `__init__`), `layer` (a loop variable over `self.layers`, or a local
 bound to `self.layers[i]`: the element class is known, the access is not a fixed path). Fused
 expert Parameters are used, not called: their first use counts, and a call to a module known only
-by its fused weights (`self.experts(...)` of a vLLM FusedMoE) runs them.
+by its fused weights (`self.experts(...)` of a vLLM FusedMoE) runs them, and so does a library
+layer the class handed its own linears to (`self.mla_attn(...)`: vLLM's MLA wrapper, built with
+`MLAModules(kv_b_proj=self.kv_b_proj, ...)`).
 
 What each callee names is refs.py's `resolve`.
 """
@@ -20,7 +22,8 @@ import libcst as cst
 from ..pysource import Stmt, call_name, code_of
 from .evaluate import LinearAttr
 from .evaluate.syntax import local_assign
-from .refs import Ref, bases_chain, holds_linears, own_params, resolve, sub_linears
+from .refs import (Ref, bases_chain, handed_linears, holds_linears, own_params, resolve,
+                   sub_linears)
 from .source import Event, Hop, ModelSource
 
 NORM_HINTS = ("norm",)
@@ -260,10 +263,24 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
     subs = sub_linears(ms, cls if r.access == f"self.{r.attr}" else r.owner, r.attr) \
         if r.kind == "unknown" else []
     if subs:
+        # the router a fused-MoE layer is handed (`FusedMoE(gate=self.gate, ...)`) runs first
+        if r.access == f"self.{r.attr}":
+            for lin in handed_linears(ms, cls, r.attr):
+                out.append(Event(prefix + (Hop(owner, method, i, text, s.start,
+                                               f"self.{lin.attr}"),), "linear", lin.cls, lin.attr))
         for lin in subs:
             sub = lin.attr[len(r.attr) + 1:]
             out.append(Event(prefix + (Hop(owner, method, i, text, s.start,
                                            f"{r.access}.{sub}" if r.access else None),),
+                             "linear", lin.cls, lin.attr))
+        return
+    # a library layer the class handed its own linears to (vLLM's MLA wrapper): it runs them
+    handed = handed_linears(ms, cls, r.attr) \
+        if r.kind == "unknown" and r.access == f"self.{r.attr}" else []
+    if handed:
+        out.append(Event(path, _kind_by_name(r.attr), r.owner or cls, r.attr))
+        for lin in handed:
+            out.append(Event(prefix + (Hop(owner, method, i, text, s.start, f"self.{lin.attr}"),),
                              "linear", lin.cls, lin.attr))
         return
     out.append(Event(path, _kind_by_name(r.attr), r.owner or cls, r.attr))

@@ -86,6 +86,50 @@ def sub_linears(ms: ModelSource, cls: str, attr: str) -> list[LinearAttr]:
     return []
 
 
+def handed_linears(ms: ModelSource, cls: str, attr: str) -> list[LinearAttr]:
+    """Linears of `cls` handed to the constructor of a library layer held as `self.<attr>`:
+    `self.mla_attn = MultiHeadLatentAttentionWrapper(..., mla_modules)` with `mla_modules =
+    MLAModules(kv_b_proj=self.kv_b_proj, o_proj=self.o_proj, ...)` (vLLM's MLA: the wrapper
+    runs them). They run when `self.<attr>(...)` runs, in the order the class builds them."""
+    from .evaluate.syntax import assign_value, local_assign
+    from .init_body import init_statements
+
+    for c in bases_chain(ms, cls):
+        stmts = init_statements(ms, c)
+        locals_: dict[str, cst.BaseExpression] = {}
+        for st in stmts:
+            bound = local_assign(st)
+            if bound is not None:
+                locals_[bound[0]] = bound[1]
+            got = assign_value(st)
+            if got is None or got[0] != attr or not isinstance(got[1], cst.Call):
+                continue
+            names: list[str] = []
+            for a in got[1].args:
+                val = a.value
+                if isinstance(val, cst.Name) and isinstance(locals_.get(val.value), cst.Call):
+                    val = locals_[val.value]             # handed on through a local
+                names += _self_attrs(val)
+            found = {lin.attr: lin for n in names
+                     if (lin := find_linear(ms, cls, n)) is not None and not lin.is_param}
+            if found:
+                return sorted(found.values(), key=lambda lin: lin.line)
+    return []
+
+
+def _self_attrs(node: cst.CSTNode) -> list[str]:
+    """X of every `self.X` in an expression."""
+    out: list[str] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            if isinstance(n.value, cst.Name) and n.value.value == "self":
+                out.append(n.attr.value)
+
+    node.visit(V())
+    return out
+
+
 def method_targets(ms: ModelSource, cls: str, attr: str) -> list[str]:
     """Methods `self.<attr>` is bound to in `__init__` (`self.mlp_forward = self.forward_x`)."""
     for c in bases_chain(ms, cls):

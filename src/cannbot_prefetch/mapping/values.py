@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..pysource import Stmt, assigned_targets, call_name, dotted
+from .evaluate.serving import position_args
 from .source import ModelSource
 
 
@@ -51,14 +52,19 @@ def _names_in(node: cst.CSTNode) -> list[str]:
 
 def input_of(ms: ModelSource, hop_cls: str, method: str, idx: int, call: str,
              params: list[str]) -> str | None:
-    """The local value a call consumes: its first positional Name argument, else the first
-    local name its arguments read, else the first one the statement reads."""
+    """The local value a call consumes: its first Name argument that is not token positions
+    (configs/serving_layers.yaml `position_args`), else the first local name its arguments
+    read, else the first one the statement reads."""
     s = stmt_at(ms, hop_cls, method, idx)
     node = call_node(s, call)
     if node is not None:
-        for a in node.args:
-            if isinstance(a.value, cst.Name) and a.value.value != "self":
-                return a.value.value
+        names = [a.value.value for a in node.args
+                 if isinstance(a.value, cst.Name) and a.value.value != "self"]
+        # token positions feed only the rotary embedding, never a linear's input: vLLM's
+        # `self.self_attn(positions, hidden_states)` consumes hidden_states
+        acts = [n for n in names if n not in position_args()]
+        if acts or names:
+            return (acts or names)[0]
         for a in node.args:
             names = _names_in(a.value)
             if names:

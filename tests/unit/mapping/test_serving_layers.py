@@ -127,3 +127,34 @@ def test_blocks_built_in_helper_methods():
     assert d["HelperAttention.o_proj"] == (256, 128)
     assert ms.children[("HelperDecoderLayer", "mlp")] == "OptMLP"
     assert ms.ctor_sites[("HelperDecoderLayer", "mlp", "OptMLP")][1] == "HelperDecoderLayer"
+
+
+PER_LAYER = FIX.parent / "per_layer_vllm.py"
+
+
+def test_layer_index_from_prefix_and_sparse_per_layer_config():
+    """`layer_idx = extract_layer_index(prefix)` and `config.per_layer_config[layer_idx].head_dim`
+    (vLLM's gemma4 / domyn_edge): read per layer. Without `per_layer_config` every layer keeps
+    the model's keys: TP 2, qkv (8/2 + 2 * 2/2) heads of 32 = 192 by 256, o_proj 256 by 8*32/2.
+    With layer 1 overriding head_dim 64 and kv heads 4, each layer's weight is read and the
+    smallest sized (layer 0's, the one max_size fits in every layer)."""
+    cfg = {**CFG, "head_dim": 32}
+    ms = load_model_source(PER_LAYER, cfg, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["PerLayerAttention.qkv_proj"] == ((4 + 2 * 1) * 32, 256)
+    assert d["PerLayerAttention.o_proj"] == (256, 128)
+    over = {**cfg, "per_layer_config": {"1": {"head_dim": 64, "num_key_value_heads": 4}}}
+    ms = load_model_source(PER_LAYER, over, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    # layer 0: (4 + 2*1) * 32 = 192; layer 1: (4 + 2*2) * 64 = 512; the smaller planned
+    assert d["PerLayerAttention.qkv_proj"] == (192, 256)
+    assert d["PerLayerAttention.o_proj"] == (256, 128)     # layer 1: 256 x 8*64/2 = 256 x 256
+
+
+def test_layer_index_call_without_per_layer_pass_is_not_guessed():
+    """Only the per-layer pass gives `extract_layer_index(prefix)` a value: a config with no
+    layer count leaves the attention unsized (never a guessed layer)."""
+    cfg = {k: v for k, v in CFG.items() if k != "num_hidden_layers"} | {"head_dim": 32}
+    ms = load_model_source(PER_LAYER, cfg, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["PerLayerAttention.qkv_proj"] is None

@@ -55,3 +55,41 @@ def test_zero_op_window_is_said(tmp_path):
     q = by["qkv_proj"]
     assert (q.insert.anchor_call, q.insert.position) == ("self.qkv_proj", "before")
     assert "warning: Qwen2Attention.qkv_proj: the window holds no op" in text
+
+
+MLA_CFG = {"qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+           "kv_lora_rank": 64}
+
+
+def test_linears_handed_to_a_library_layer_run_where_it_is_called(tmp_path):
+    """vLLM's MLA: the attention hands kv_b_proj / o_proj / ... to `MultiHeadLatentAttention
+    Wrapper` and calls only the wrapper. They run where `self.mla_attn(...)` runs (before this,
+    "never run by the forward pass"; apply's legality check now knows that a call of a layer
+    handed the target runs it): planned before `self.mla_attn(...)`, each window naming the
+    projections the wrapper runs before it, in the order the class builds them.
+    TP 2: kv_b_proj column-split 8 * (32 + 32) / 2 = 256 by 64; o_proj row-split 256 by
+    8 * 32 / 2 = 128. `unused_proj`, handed to nobody, is still never run."""
+    src = tmp_path / "mla_wrapper_vllm.py"
+    shutil.copy(FIX / src.name, src)
+    plan, design, rej = build_plan(None, None, hardware.load("910B3"), src,
+                                   {**CFG, **MLA_CFG},
+                                   PlanOptions(targets=("LatentAttention.kv_b_proj",
+                                                        "LatentAttention.o_proj",
+                                                        "LatentAttention.unused_proj"), tp=2))
+    by = {s.target.attr: s for s in plan.sites}
+    assert set(by) == {"kv_b_proj", "o_proj"}
+    for s in by.values():      # at the wrapper's call, the one that runs them
+        assert (s.insert.cls, s.insert.method, s.insert.anchor_call, s.insert.position) == \
+            ("LatentAttention", "forward", "self.mla_attn", "before")
+        assert s.dependency == "hidden_states"     # not positions: they feed only rotary
+    held = {a: next(n for n in s.evidence["notes"] if n.startswith("the window holds:"))
+            for a, s in by.items()}
+    # inside the wrapper, in the order the class builds them: q_proj, kv_a, kv_b, o_proj
+    assert held["kv_b_proj"].endswith("LatentAttention.q_proj, "
+                                      "LatentAttention.kv_a_proj_with_mqa")
+    assert held["o_proj"].endswith("LatentAttention.kv_a_proj_with_mqa, "
+                                   "LatentAttention.kv_b_proj")
+    assert tuple(by["kv_b_proj"].basis.dims) == (256, 64)
+    assert tuple(by["o_proj"].basis.dims) == (256, 128)
+    assert "holds no op" not in render_design(design)
+    assert any("unused_proj is never run" in r.reason for r in rej)

@@ -54,3 +54,71 @@ def test_gated_activations_split_the_last_dim():
         assert torch.allclose(got, torch.tensor([[0.841345 * 3, -0.045500 * 4]]), atol=1e-5)
         # relu: max(1, 0) * 3, max(-2, 0) * 4
         assert torch.equal(act.get_act_and_mul_fn("relu")(x), torch.tensor([[3.0, 0.0]]))
+
+
+class _Counting(nn.Module):
+    """A linear returning (out, None) as vLLM's do, counting its calls."""
+
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.lin, self.calls = nn.Linear(n_in, n_out, bias=False), 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x), None
+
+
+def test_mla_wrapper_runs_every_projection_it_is_handed_once():
+    """vLLM's MLA wrapper runs the attention's projections (the model file calls only the
+    wrapper): each handed projection once per call, shapes from the head split. 2 heads,
+    nope 4 + rope 2, v 4, kv rank 6, q rank 5, hidden 8, 3 tokens: out [3, 8]."""
+    with vllm_shim():
+        mla = _fresh("vllm.model_executor.layers.mla")
+        h, nope, rope, v, kvr, qr, hid = 2, 4, 2, 4, 6, 5, 8
+        mods = dict(q_a_proj=_Counting(hid, qr), q_b_proj=_Counting(qr, h * (nope + rope)),
+                    kv_a_proj_with_mqa=_Counting(hid, kvr + rope),
+                    kv_b_proj=_Counting(kvr, h * (nope + v)), o_proj=_Counting(h * v, hid))
+        w = mla.MultiHeadLatentAttentionWrapper(
+            hid, h, 0.5, nope, rope, v, qr, kvr,
+            mla.MLAModules(q_a_layernorm=nn.Identity(), kv_a_layernorm=nn.Identity(),
+                           q_proj=None, fused_qkv_a_proj=None, **mods))
+        out = w(torch.arange(3), torch.randn(3, hid))
+        assert out.shape == (3, hid)
+        assert {k: m.calls for k, m in mods.items()} == dict.fromkeys(mods, 1)
+        # the projections stay the attention's modules: the wrapper registers none of its own
+        assert not list(w.parameters())
+
+
+def test_fused_moe_runs_the_router_and_shared_experts_it_is_handed():
+    """`FusedMoE(gate=self.gate, shared_experts=self.shared_expert)` (vLLM 0.34 qwen3_moe,
+    deepseek_v2): the router's logits replace the argument, the shared expert's output is added.
+    With zero expert weights the routed part is 0: the output is the shared expert's."""
+    with vllm_shim():
+        fm = _fresh("vllm.model_executor.layers.fused_moe")
+        gate, shared = _Counting(4, 3), _Counting(4, 4)
+        moe = fm.FusedMoE(3, 2, 4, 6, gate=gate, shared_experts=shared)
+        with torch.no_grad():
+            moe.w13_weight.zero_()
+            moe.w2_weight.zero_()
+        x = torch.randn(5, 4)
+        out = moe(x, x)
+        assert (gate.calls, shared.calls) == (1, 1)
+        assert torch.allclose(out, shared.lin(x))
+        g = fm.GateLinear(4, 3, out_dtype=torch.float64)
+        assert g(x)[0].dtype == torch.float64
+
+
+def test_stand_ins_import_and_raise_naming_what_is_missing():
+    """Kernels and DeepSeek V3.2's indexer import (deepseek_v2 names them while its classes are
+    defined) and raise, naming themselves, only when built or called."""
+    import pytest
+
+    with vllm_shim():
+        ops = _fresh("vllm._custom_ops")
+        idx = _fresh("vllm.model_executor.layers.sparse_attn_indexer")
+        envs = _fresh("vllm.envs")
+        with pytest.raises(NotImplementedError, match="rms_norm"):
+            ops.rms_norm()
+        with pytest.raises(NotImplementedError, match="SparseAttnIndexer"):
+            idx.SparseAttnIndexer(1)
+        assert envs.VLLM_DCP_Q_REPLICATE is False and not envs.is_set("VLLM_DCP_Q_REPLICATE")

@@ -14,6 +14,7 @@ import libcst as cst
 
 from ...pysource import Stmt, code_of, dotted
 from ..init_body import init_statements
+from .serving import layer_index_calls
 from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,6 +25,10 @@ LAYER_INDEX = re.compile(r"layer_(idx|id|index|number|num)")
 # where a serving engine keeps the model's config.json (vLLM `vllm_config.model_config.hf_config`,
 # `.hf_text_config` for multimodal wrappers; SGLang passes `config` itself)
 HF_CONFIG_ATTRS = frozenset({"hf_config", "hf_text_config"})
+# transformers' PreTrainedConfig.per_layer_config: a sparse mapping from a layer index to the
+# keys that layer overrides (transformers 5 configuration_utils); a layer it omits keeps the
+# model's keys
+PER_LAYER_KEY = "per_layer_config"
 
 
 def bind_args(args, params: list[str]):
@@ -165,6 +170,9 @@ class Env:
                 why = getattr(self, "unknown", {}).get(attr)
                 raise Unsupported(f"self.{attr}: {why}" if why else f"self.{attr}")
             obj = self.eval(base)
+            if obj is _CONFIG and node.attr.value == PER_LAYER_KEY:
+                # sparse per-layer overrides: absent or null, no layer overrides anything
+                return self.cfg(PER_LAYER_KEY, None) or {}
             if obj is _CONFIG:
                 return self.cfg(node.attr.value)
             if isinstance(obj, _LayerConfig):      # an override, else the model's config
@@ -177,7 +185,8 @@ class Env:
                 isinstance(node.slice[0].slice, cst.Index):
             # `config.layer_types[layer_idx]`: a per-layer value (scan_linears' per-layer pass)
             obj, key = self.eval(node.value), self.eval(node.slice[0].slice.value)
-            if isinstance(obj, dict) and isinstance(key, int) and obj and \
+            if isinstance(obj, dict) and isinstance(key, int) and \
+                    (obj or code_of(node.value).endswith("." + PER_LAYER_KEY)) and \
                     all(isinstance(k, str) and k.isdigit() for k in obj):
                 # per-layer overrides keyed by layer index (`per_layer_config: {"05": {...}}`)
                 return _LayerConfig(next((v for k, v in obj.items() if int(k) == key), None) or {})
@@ -254,6 +263,8 @@ class Env:
             return f(*vals) if fn not in ("sum", "len") else f(vals[0])
         if fn == "isinstance" and len(args) == 2:
             return self._isinstance(args[0].value, args[1].value)
+        if fn in layer_index_calls() and self.ms.layer_index is not None:
+            return self.ms.layer_index     # vLLM: `layer_idx = extract_layer_index(prefix)`
         if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
             return self.ms.tp
         raise Unsupported(fn)

@@ -115,6 +115,18 @@ def _maybe(ev, node) -> Any:
         return None
 
 
+def layer_index_calls() -> frozenset[str]:
+    """Functions a serving engine's layer calls for its own layer index (vLLM
+    `extract_layer_index(prefix)`): read as the layer a per-layer pass sizes."""
+    return frozenset(table().get("layer_index_calls", ()))
+
+
+def position_args() -> frozenset[str]:
+    """Argument names that carry token positions (vLLM's `forward(positions, hidden_states)`):
+    never the value a linear consumes, so never a call's input as a dependency."""
+    return frozenset(table().get("position_args", ()))
+
+
 def moe_weights() -> tuple[str, str]:
     w13, w2 = table()["moe_weights"]
     return w13, w2

@@ -7,9 +7,17 @@ from typing import Any
 class ModelConfig:
     hf_config: Any = None
 
+    max_model_len: int = 256
+
     @property
     def hf_text_config(self):
         return self.hf_config
+
+    @property
+    def use_mla(self) -> bool:
+        """Multi-head latent attention: the config has a KV LoRA rank (vLLM's
+        `is_deepseek_mla`, with `VLLM_MLA_DISABLE` unset)."""
+        return getattr(self.hf_text_config, "kv_lora_rank", None) is not None
 
 
 @dataclass
@@ -18,10 +26,9 @@ class CacheConfig:
 
 
 @dataclass
-class VllmConfig:
-    model_config: ModelConfig = field(default_factory=ModelConfig)
-    cache_config: CacheConfig = field(default_factory=CacheConfig)
-    quant_config: Any = None
+class EPLBConfig:
+    """Expert-parallel load balancing: off (no redundant experts) at one rank."""
+    num_redundant_experts: int = 0
 
 
 @dataclass
@@ -29,6 +36,19 @@ class ParallelConfig:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    enable_eplb: bool = False
+    use_sequence_parallel_moe: bool = False
+    decode_context_parallel_size: int = 1
+    dcp_q_replicate: bool = False
+    eplb_config: EPLBConfig = field(default_factory=EPLBConfig)
+
+
+@dataclass
+class VllmConfig:
+    model_config: ModelConfig = field(default_factory=ModelConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    quant_config: Any = None
+    parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
 
 
 _CURRENT = VllmConfig()

@@ -17,12 +17,30 @@ def tensor_model_parallel_all_gather(x, dim=-1):
     return x
 
 
+def tensor_model_parallel_reduce_scatter(x, dim=0):
+    return x
+
+
 class _Group:
     """One rank of a group of one (pipeline, tensor, expert parallel at size 1)."""
     world_size = 1
     rank_in_group = 0
     is_first_rank = True
     is_last_rank = True
+    device_group = None       # set below: a process group of one rank
+
+
+class _OneRankGroup:
+    """What a model file asks of a torch process group (`get_ep_group().device_group.size()`)."""
+
+    def size(self) -> int:
+        return 1
+
+    def rank(self) -> int:
+        return 0
+
+
+_Group.device_group = _OneRankGroup()
 
 
 def get_pp_group() -> _Group:

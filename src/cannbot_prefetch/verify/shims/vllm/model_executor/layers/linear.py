@@ -50,3 +50,7 @@ class QKVParallelLinear(ColumnParallelLinear):
         kv = total_num_kv_heads or total_num_heads
         v = v_head_size or head_size
         super().__init__(hidden_size, (total_num_heads + kv) * head_size + kv * v, bias, *a, **k)
+
+
+class DCPGroupColumnParallelLinear(ColumnParallelLinear):
+    """Column-parallel over the decode-context-parallel group: one rank here."""

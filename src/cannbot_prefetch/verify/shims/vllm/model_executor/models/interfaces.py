@@ -22,7 +22,17 @@ class SupportsEagle3:
 
 
 class EagleModelMixin:
-    pass
+    """No speculative decoding at one rank: no auxiliary hidden states are kept or received."""
+    aux_hidden_state_layers: tuple = ()
+
+    def _maybe_add_hidden_state(self, aux, layer_idx, hidden_states, residual):
+        return aux
+
+    def pack_local_aux_hidden_states(self, aux):
+        return {}
+
+    def collect_remote_aux_hidden_states(self, intermediate_tensors):
+        return []
 
 
 class LocalArgmaxMixin:

@@ -54,3 +54,18 @@ class AutoWeightsLoader:
 def sequence_parallel_chunk(x):
     """One rank: the whole sequence."""
     return x
+
+
+def get_fused_shared_expert_layers(module, moe_cls=None, enable_eplb=False) -> frozenset:
+    """Layers whose shared expert is fused into the routed kernel: none on the shim."""
+    return frozenset()
+
+
+def get_pp_missing_layer_names(model) -> list:
+    """Layers another pipeline stage holds: none on one stage."""
+    return []
+
+
+def get_spec_layer_idx_from_weight_name(config, weight_name):
+    """A speculative (MTP) layer's index from a checkpoint name: the shim loads no weights."""
+    return None

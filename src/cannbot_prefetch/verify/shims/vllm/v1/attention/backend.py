@@ -6,3 +6,7 @@ class AttentionType:
     ENCODER = "encoder"
     ENCODER_ONLY = "encoder_only"
     ENCODER_DECODER = "encoder_decoder"
+
+
+class AttentionBackend:
+    """The base of vLLM's attention backends (annotations and subclassing only here)."""

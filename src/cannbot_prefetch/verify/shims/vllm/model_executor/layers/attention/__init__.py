@@ -20,3 +20,11 @@ class Attention(nn.Module):
 
 
 EncoderOnlyAttention = Attention
+
+
+def __getattr__(name: str):
+    """Attention variants the shim does not model (RSWAAttention, ...): importable, and
+    building one raises naming it."""
+    from vllm._standin import standins
+
+    return standins(__name__)(name)
