@@ -16,14 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from .bounds import Unsupported
+from .bounds import MAX_HELPER_DEPTH, Unsupported
 
 if TYPE_CHECKING:  # pragma: no cover
     from .env import Env
-
-# how deep helpers may call helpers (f -> g -> h -> k): shapes in transformers use one level;
-# a deeper chain or a recursive helper is refused, not followed
-MAX_DEPTH = 4
 
 
 @dataclass(frozen=True)
@@ -143,8 +139,8 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
     if helper.node is None:
         raise Unsupported(helper.why)
     depth = getattr(env, "helper_depth", 0) + 1
-    if depth > MAX_DEPTH:
-        raise Unsupported(f"{name}: helpers nested deeper than {MAX_DEPTH}")
+    if depth > MAX_HELPER_DEPTH:
+        raise Unsupported(f"{name}: helpers nested deeper than {MAX_HELPER_DEPTH}")
     fn = helper.node
     ps = fn.params
     if isinstance(ps.star_arg, cst.Param) or ps.star_kwarg is not None:
