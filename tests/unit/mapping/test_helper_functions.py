@@ -163,7 +163,7 @@ def test_a_helper_that_is_not_a_single_return_is_refused_with_its_name(project):
 def test_a_recursive_helper_stops_at_the_depth_bound(project):
     lin = _linears(project)
     assert lin["loop_proj"].dims is None
-    assert "forever" in lin["loop_proj"].error and "deeper than 4" in lin["loop_proj"].error
+    assert "(forever: helpers nested deeper than 4)" in lin["loop_proj"].error
 
 
 def test_a_sibling_that_is_not_there_is_refused_not_guessed(project):

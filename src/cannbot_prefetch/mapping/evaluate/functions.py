@@ -33,7 +33,7 @@ class Helper:
 def find_helper(ms, file: str, name: str, seen: frozenset = frozenset()) -> Helper | None:
     """The plain function `name` as `file` sees it, cached on the ModelSource; None when the
     file neither defines it nor imports it from a sibling (a builtin, torch, ...)."""
-    cache = ms.__dict__.setdefault("helper_functions", {})
+    cache = ms.helper_functions
     key = (file, name)
     if key not in cache:
         cache[key] = _find(ms, file, name, seen)
@@ -92,7 +92,7 @@ def _parsed(ms, file: str) -> tuple[ast.Module | None, list[str]]:
     view = ms.files.get(file)
     if view is not None:
         return view.module, view.lines
-    cache = ms.__dict__.setdefault("helper_modules", {})
+    cache = ms.helper_modules
     if file not in cache:
         try:
             code = Path(file).read_text(encoding="utf-8")
@@ -174,8 +174,9 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
     ret = ret.body[0] if isinstance(ret, cst.SimpleStatementLine) else ret
     try:
         return helper_env(env, helper.file, depth, values).eval(ret.value)
-    except Unsupported as exc:
-        raise Unsupported(f"{name}: {exc}") from None
+    except Unsupported as exc:      # named once, also through a recursion
+        why = str(exc)
+        raise Unsupported(why if why.startswith(f"{name}: ") else f"{name}: {why}") from None
 
 
 def helper_env(env: Env, file: str, depth: int, local: dict) -> Env:
