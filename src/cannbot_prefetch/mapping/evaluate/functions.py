@@ -46,7 +46,7 @@ def _find(ms, file: str, name: str, seen: frozenset) -> Helper | None:
         return None
     defs: list[ast.stmt] = []
     imports: list[tuple[ast.ImportFrom, str]] = []
-    for stmt, top in _module_level(tree):
+    for stmt in _module_level(tree):
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
             defs.append(stmt)
         elif isinstance(stmt, ast.ImportFrom):
@@ -78,12 +78,12 @@ def _module_level(tree: ast.Module):
     """Statements at module level and directly in module-level `if`/`elif`/`else`/`try`
     branches (transformers' `if is_xlstm_available(): ... else: from .x import f`)."""
     for stmt in tree.body:
-        yield stmt, True
+        yield stmt
         if isinstance(stmt, (ast.If, ast.Try)):
             todo = [stmt.body, stmt.orelse] + [h.body for h in getattr(stmt, "handlers", [])]
             while todo:
                 for n in todo.pop(0):
-                    yield n, False
+                    yield n
                     if isinstance(n, ast.If):
                         todo += [n.body, n.orelse]
 
