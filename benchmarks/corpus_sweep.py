@@ -8,7 +8,9 @@ Not part of CI (minutes of CPU). For every `transformers/models/*/modeling_*.py`
    forward pass runs (nn.Linear / Conv1D modules seen by forward hooks, fused 3-D expert
    Parameters and 2-D router Parameters of modules that ran), each as `OwnerClass.attr`;
 3. `analyze --model-src <tmp copy> --model-config <its config.json> --target ...` (manual mode)
-   with all of them, then `apply --write --yes` on the tmp copy;
+   with all of them, then `apply --write --yes` on the tmp copy; the folder's other files that
+   are not modeling files (`configuration_*.py`, ...) are copied beside it, as a user's folder
+   holds them (xlstm's shape helper comes from `.configuration_xlstm`);
 4. load the rewritten file under the package's own module name, load the reference weights and
    check: logits bit-identical with the switch off; then, the way a user turns it on, a model
    built with `enable_prefetch: true` at the top level of the config only, and separately one
@@ -513,6 +515,9 @@ def run_family(fam: str, path: str, classes: list[str]) -> dict:
     try:
         model_file = tmp / src.name
         shutil.copyfile(src, model_file)
+        for sib in src.parent.glob("*.py"):      # the user's folder, less other modeling files
+            if not sib.name.startswith("modeling_") and sib.name != "__init__.py":
+                shutil.copyfile(sib, tmp / sib.name)
         (tmp / "config.json").write_text(cfg.to_json_string(use_diff=False))
         out_dir = tmp / "out"
 

@@ -69,6 +69,8 @@ class ModelSource:
     attribute_map: dict[str, str] = field(default_factory=dict)   # config alias -> stored key
     init_envs: dict[str, Any] = field(default_factory=dict)       # evaluate/env.py's cache
     init_bodies: dict[str, list] = field(default_factory=dict)    # init_body.py's cache
+    helper_functions: dict[tuple, Any] = field(default_factory=dict)  # evaluate/functions.py's
+    helper_modules: dict[str, tuple] = field(default_factory=dict)    # ... sibling files parsed
     calls_by_callee: dict[str, list] | None = None   # evaluate/linears.py's: every build site
     frame_files: dict[tuple, str | None] = field(default_factory=dict)  # mapping/stack.py's
     real_files: dict[str, str] | None = None     # ... cache: real path -> file in `files`

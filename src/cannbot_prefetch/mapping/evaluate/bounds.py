@@ -26,6 +26,9 @@ class Unsupported(Exception):
 MAX_INT = 2**64
 MAX_LEN = 100_000
 MAX_EXP_BITS = 64
+# how deep plain helper functions may call helpers (functions.py): transformers' shapes use one
+# level (xlstm's round_up_to_next_multiple_of); a deeper chain or a recursion is not evaluable
+MAX_HELPER_DEPTH = 4
 # what an evaluation may raise on odd source: the attribute is then "not evaluable"
 EVAL_ERRORS = (Unsupported, TypeError, ArithmeticError, ValueError, AttributeError, KeyError,
                IndexError, RecursionError)

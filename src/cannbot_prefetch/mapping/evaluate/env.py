@@ -16,6 +16,7 @@ from ...pysource import Stmt, code_of, dotted
 from ..init_body import init_statements
 from .serving import layer_index_calls
 from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
+from .functions import call_helper
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..source import ModelSource
@@ -159,7 +160,8 @@ class Env:
             if node.attr.value in HF_CONFIG_ATTRS:   # vLLM: vllm_config.model_config.hf_config
                 return _CONFIG
             base = node.value
-            if isinstance(base, cst.Name) and base.value == "self":
+            if isinstance(base, cst.Name) and base.value == "self" and \
+                    "helper_file" not in self.__dict__:     # a plain helper has no self
                 attr = node.attr.value
                 if attr in self.self_vals:
                     return self.self_vals[attr]
@@ -267,7 +269,17 @@ class Env:
             return self.ms.layer_index     # vLLM: `layer_idx = extract_layer_index(prefix)`
         if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
             return self.ms.tp
+        if fn and "." not in fn and fn not in self.local:
+            file = self.code_file()       # a plain helper of the model's own folder
+            if file is not None:
+                return call_helper(self, node, fn, file)
         raise Unsupported(fn)
+
+    def code_file(self) -> str | None:
+        """The file the code being evaluated lies in: a helper's own, else the class's."""
+        if "helper_file" in self.__dict__:
+            return self.__dict__["helper_file"]
+        return self.ms.file_of(self.cls) if self.cls in self.ms.classes else None
 
 
     def _isinstance(self, value: cst.BaseExpression, types: cst.BaseExpression) -> bool:
