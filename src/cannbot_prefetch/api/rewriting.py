@@ -8,17 +8,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import pipeline
 from ..status import Status
+
+if TYPE_CHECKING:      # the type only: rewrite/ loads libcst, not wanted at `--help`
+    from ..rewrite.changes import Changes
 
 
 @dataclass
 class Rewrite:
     """What applying (or reverting) a plan changes, file by file."""
 
-    changes: Any                  # rewrite.changes.Changes
+    changes: Changes
     check: bool = False           # made by check(): pending changes are a failed check
     allow_installed: bool = False
 
