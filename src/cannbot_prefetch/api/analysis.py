@@ -133,13 +133,12 @@ class Analysis:
         """The targets' dependency windows on the timeline (no model source needed)."""
         if self.roofline is None:
             raise InputError("windows need a profile (the timeline)")
-        from ..plan.options import PlanOptions, src_map_entries
-
         if self.ranks is not None:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
         not_targets, found = pipeline.windows(
-            self.roofline, PlanOptions(top=top, lookback=lookback, min_window_us=min_window_us,
-                                       ranks=self.ranks), self.policy)
+            self.roofline, pipeline.plan_options(top=top, lookback=lookback,
+                                                 min_window_us=min_window_us, ranks=self.ranks),
+            self.policy)
         return Windows(tuple(found.candidates), tuple(not_targets) + tuple(found.rejections),
                        tuple(found.notes))
 
@@ -155,17 +154,15 @@ class Analysis:
         or one per target in the same order. `out`: the folder the plan will be saved in (its
         target paths are relative to it); `call`: direct | side_stream (None: the mode's
         default, docs/rewrite.md "Call form"); nothing is written here."""
-        from ..plan.options import PlanOptions, src_map_entries
-
         (progress or _quiet)("progress.plan")
         if self.ranks is not None and self.roofline is not None and not targets:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
-        popts = PlanOptions(
+        popts = pipeline.plan_options(
             lookback=lookback, tp=tp, moe_tp=moe_tp, experts_per_rank=experts_per_rank,
             targets=tuple(targets),
             window=window if window is None or isinstance(window, str) else tuple(window),
             dtype=dtype, mode=mode, call=call, max_sites=max_sites,
-            max_size_cap=max_size_cap, src_map=src_map_entries(src_map),
+            max_size_cap=max_size_cap, src_map=src_map,
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
         plan, design, rejections = pipeline.build_plan(self.roofline, self.info, self.hardware,
