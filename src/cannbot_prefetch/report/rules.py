@@ -227,7 +227,7 @@ def size_for(site, coefficient: float) -> tuple[int, str]:
     return max(1, limit), bound
 
 
-def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure,
+def site_outcome(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure,
            opt: ProfileMeasure, verify_passed: bool | None, th: Thresholds,
            verify_source: str = "") -> SiteVerdict:
     """Apply the success rule and the failure table to one site found in both profiles."""
