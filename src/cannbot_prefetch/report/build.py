@@ -16,7 +16,7 @@ from ..policy import Policy
 from ..plan import Plan
 from .measure import measure_profile
 from .sites import signature_key
-from .values import ProfileMeasure, shape_overlap
+from .measurements import ProfileMeasure, shape_overlap
 from .chart import Point, Roof, points_from_roofline
 from .cmo import CmoRate, calibrate as calibrate_cmo, with_rate
 from .expected import Expectation, expected_gain

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..i18n import pairs
-from .values import ProfileMeasure, SiteMeasure, Stat
+from .measurements import ProfileMeasure, SiteMeasure, Stat
 
 # Why a next step was chosen: code -> (English, Chinese with the seed's terms).
 REASONS: dict[str, tuple[str, str]] = pairs("report.next")   # configs/messages.yaml

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 from cannbot_prefetch.plan import Basis, Cap
 from cannbot_prefetch.report.rules import Thresholds, site_outcome
-from cannbot_prefetch.report.values import ProfileMeasure, SiteMeasure, Stat
+from cannbot_prefetch.report.measurements import ProfileMeasure, SiteMeasure, Stat
 from cannbot_prefetch.policy import Policy
 
 WEIGHT = 1000 * 1000 * 2
