@@ -4,8 +4,9 @@ analyze: profile -> KernelTable -> roofline -> windows -> mapping -> sizing -> p
 apply:   plan -> rewrite (per-file outcomes)   report: plan x profiles -> ReportData
 verify:  plan x model factory -> switch off/on checks
 
-Each function returns data; nothing here prints, shapes JSON or writes a file. api.py wraps
-these in results that carry a status, with writing as a separate step; cli/ renders them.
+Each function returns data; nothing here prints, shapes JSON or writes a file. api/ runs the
+stages only through these and wraps what they return in results that carry a status, with
+writing as a separate step (docs/architecture.md "Arrows"); cli/ renders them.
 The analysis' functions take the run's `Policy` (api/ builds it once, `Analysis.policy`);
 report and verify build theirs where they start.
 """
@@ -89,6 +90,14 @@ def measure_rank_windows(roof, cross, top: int, lookback: int | None, policy: Po
     measure_windows(cross, keys, lookback=lookback, min_window_us=None, policy=policy)
 
 
+def plan_options(*, src_map=(), **fields):
+    """The options windows and build_plan take (plan.options.PlanOptions); `src_map`: (OLD,
+    NEW) path-prefix pairs."""
+    from .plan.options import PlanOptions, src_map_entries
+
+    return PlanOptions(src_map=src_map_entries(src_map), **fields)
+
+
 def windows(roof, popts, policy: Policy):
     """Stage 3 without model source, as build_plan takes it: (targets' rejections,
     WindowResult); with `popts.ranks` (--rank all) they hold on every rank."""
@@ -164,13 +173,27 @@ def check_out_dir(out: str) -> None:
 
 # ---------------------------------------------------------------- apply (rewrite/)
 
-def rewrite(plan_path, *, revert: bool = False, helper=None, root=None):
+def rewrite(plan_path, *, revert: bool = False, helper=None, root=None,
+            allow_installed: bool = True, lang: str = "en"):
     """Plan -> the rewritten model files in memory (rewrite.changes.Changes: one outcome per
     file, with its diff); nothing written. `root`: the project root the plan's files must lie
-    under (default: the git work tree holding the plan, else its folder)."""
+    under (default: the git work tree holding the plan, else its folder). Without
+    `allow_installed`, a changed file of an installed package is named in the warnings."""
     from .rewrite.files import prepare
+    from .rewrite.installed import installed_previews
 
-    return prepare(plan_path, revert=revert, helper=helper, root=root)
+    changes = prepare(plan_path, revert=revert, helper=helper, root=root)
+    if not allow_installed:
+        changes.warnings.extend(installed_previews(changes, lang))
+    return changes
+
+
+def check_writable(changes, allow_installed: bool) -> None:
+    """Before writing: InputError for a changed file of an installed package (unless
+    allowed) or any file, the plan included, that cannot be written."""
+    from .rewrite.installed import check_writable as check
+
+    check(changes, allow_installed)
 
 
 # ---------------------------------------------------------------- verify (verify/)

@@ -237,7 +237,7 @@ def _slower(a: RankView, b: RankView) -> bool:
 
 
 def _view(rank: int, prof: Any, roof: Any, pol: Policy) -> RankView:
-    from .roofline.verdict import decide
+    from .roofline.verdict import verdict_for
 
     sigs: dict[tuple, RankSig] = {}
     for s in roof.signatures:
@@ -245,7 +245,7 @@ def _view(rank: int, prof: Any, roof: Any, pol: Policy) -> RankView:
         if key in sigs:        # same op, other input shapes (GMM tokens): keep the larger share
             if s.total_us <= sigs[key].total_us:
                 continue
-        d = decide(s, pol["verdict"])
+        d = verdict_for(s, pol["verdict"])
         sigs[key] = RankSig(rank, s.count, s.total_us, s.mean_us, d.verdict, d.by, s.bytes,
                             s.weight_bytes, s.input_shapes)
     info = prof.info

@@ -28,7 +28,7 @@ START = {
     ("api/analysis.py", "Analysis"),            # Analysis.load, and the field's default
     ("profiling/load.py", "load_profile"),
     ("roofline/classify.py", "classify"),
-    ("windows/decide.py", "find_windows"),
+    ("windows/find.py", "find_windows"),
     ("plan/build.py", "build_plan"),
     ("plan/build.py", "target_windows"),
     ("plan/validate.py", "_created_from"),      # a plan read alone (apply): its override bounds

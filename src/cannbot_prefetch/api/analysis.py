@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .. import pipeline
 from ..errors import InputError
 from ..i18n import said
 from ..policy import Policy
 from ..status import Status
+
+if TYPE_CHECKING:      # the types only: importing them here would load polars at `--help`
+    import tempfile
+
+    from ..contract.plan import Plan
+    from ..hardware.part import HardwareProfile
+    from ..plan.design_inputs import DesignInputs
+    from ..profiling.table import Profile, ProfileInfo
+    from ..ranks import CrossRank
+    from ..roofline.classify import Roofline, SignatureCost
+    from ..windows.types import Candidate, Rejection
 
 Progress = Callable[..., None]     # progress(catalog key, **params), told each slow stage
 DEFAULT_OUT = "cannbot-prefetch"   # analyze --out
@@ -27,15 +38,15 @@ def _quiet(key: str, **params: Any) -> None:
 class Analysis:
     """A profile read once (or none: manual mode) on a resolved part, with its roofline."""
 
-    profile: Any                        # profiling Profile (KernelTable + info), None: manual
-    hardware: Any                       # HardwareProfile, overrides applied
-    roofline: Any                       # roofline.Roofline, None without a profile
+    profile: Profile | None             # KernelTable + info, None: manual
+    hardware: HardwareProfile           # overrides applied
+    roofline: Roofline | None           # None without a profile
     warnings: tuple[str, ...] = ()      # one-line warnings (an assumed part)
     notes: tuple[str, ...] = ()         # what reading and the roofline noticed
     cmo_bw_gbps: float | None = None    # the user's CMO rate: sizing binds it
     path: str | None = None             # the profile as given (a job folder with rank="all")
-    ranks: Any = None                   # rank="all": ranks.CrossRank (per-rank statistics)
-    parked: Any = field(default=None, repr=False, compare=False)   # rank tables on disk
+    ranks: CrossRank | None = None      # rank="all": per-rank statistics
+    parked: tempfile.TemporaryDirectory | None = field(default=None, repr=False, compare=False)   # rank tables on disk
     policy: Policy = field(default_factory=Policy.load, repr=False, compare=False)
     # configs/policy.yaml, read once by load() and passed to every stage of this analysis
 
@@ -98,16 +109,16 @@ class Analysis:
         self.close()
 
     @property
-    def info(self):
+    def info(self) -> ProfileInfo | None:
         """ProfileInfo (path, layout, level, counters, rank, steps, rows...), None: manual."""
         return self.profile.info if self.profile is not None else None
 
     @property
-    def signatures(self) -> tuple:
+    def signatures(self) -> tuple[SignatureCost, ...]:
         """Every MatMul-family signature's roofline row (SignatureCost), by total time."""
         return self.roofline.signatures if self.roofline is not None else ()
 
-    def top(self, n: int = 10) -> list:
+    def top(self, n: int = 10) -> list[SignatureCost]:
         """The `n` memory-bound signatures (analytic or measured) with the most total time."""
         return pipeline.top(self.roofline, n)
 
@@ -122,13 +133,12 @@ class Analysis:
         """The targets' dependency windows on the timeline (no model source needed)."""
         if self.roofline is None:
             raise InputError("windows need a profile (the timeline)")
-        from ..plan.options import PlanOptions, src_map_entries
-
         if self.ranks is not None:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
         not_targets, found = pipeline.windows(
-            self.roofline, PlanOptions(top=top, lookback=lookback, min_window_us=min_window_us,
-                                       ranks=self.ranks), self.policy)
+            self.roofline, pipeline.plan_options(top=top, lookback=lookback,
+                                                 min_window_us=min_window_us, ranks=self.ranks),
+            self.policy)
         return Windows(tuple(found.candidates), tuple(not_targets) + tuple(found.rejections),
                        tuple(found.notes))
 
@@ -144,17 +154,15 @@ class Analysis:
         or one per target in the same order. `out`: the folder the plan will be saved in (its
         target paths are relative to it); `call`: direct | side_stream (None: the mode's
         default, docs/rewrite.md "Call form"); nothing is written here."""
-        from ..plan.options import PlanOptions, src_map_entries
-
         (progress or _quiet)("progress.plan")
         if self.ranks is not None and self.roofline is not None and not targets:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
-        popts = PlanOptions(
+        popts = pipeline.plan_options(
             lookback=lookback, tp=tp, moe_tp=moe_tp, experts_per_rank=experts_per_rank,
             targets=tuple(targets),
             window=window if window is None or isinstance(window, str) else tuple(window),
             dtype=dtype, mode=mode, call=call, max_sites=max_sites,
-            max_size_cap=max_size_cap, src_map=src_map_entries(src_map),
+            max_size_cap=max_size_cap, src_map=src_map,
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
             cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
         plan, design, rejections = pipeline.build_plan(self.roofline, self.info, self.hardware,
@@ -169,8 +177,8 @@ class Shortlist:
 
     analysis: Analysis
     top: int
-    targets: tuple                       # SignatureCost, memory-bound by the deciding verdict
-    not_targets: tuple                   # (SignatureCost, reason code, reason)
+    targets: tuple[SignatureCost, ...]   # memory-bound by the deciding verdict
+    not_targets: tuple[tuple[SignatureCost, str, str], ...]   # (cost, reason code, reason)
     status: Status = Status.OK
 
     @property
@@ -191,8 +199,8 @@ class Shortlist:
 
 @dataclass(frozen=True)
 class Windows:
-    candidates: tuple                    # windows.Candidate: target + window + decision row
-    rejections: tuple                    # windows.Rejection: reason code + reason
+    candidates: tuple[Candidate, ...]    # target + window + decision row
+    rejections: tuple[Rejection, ...]    # reason code + reason
     notes: tuple[str, ...] = ()
     status: Status = Status.OK
 
@@ -203,9 +211,9 @@ class Planned:
 
     analysis: Analysis
     top: int
-    plan: Any                            # plan.Plan (the prefetch_plan.yaml contract)
-    design: Any                          # plan.design_inputs.DesignInputs (what the document shows)
-    rejections: tuple                    # windows.Rejection: targets not planned, and why
+    plan: Plan                           # the prefetch_plan.yaml contract
+    design: DesignInputs                 # what the design document shows
+    rejections: tuple[Rejection, ...]    # targets not planned, and why
     out: str | None                      # the folder the plan belongs in
     status: Status = Status.OK
 
@@ -293,7 +301,7 @@ def analyze(profile=None, *, model_src: str | None = None, progress: Progress | 
         return analysis.shortlist(top)     # the plan's options have nothing to act on
 
 
-def _write_all(files: dict[Path, Any]) -> list[str]:
+def _write_all(files: dict[Path, str | bytes]) -> list[str]:
     """Write outputs rendered in full beforehand, as one set (atomic.write_set)."""
     from ..atomic import write_set
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import pipeline
 from ..status import Status
+
+if TYPE_CHECKING:      # the type only: report/ loads polars, not wanted at `--help`
+    from ..report.build import ReportData
 
 
 def report_path(out) -> Path:
@@ -20,7 +23,7 @@ def report_path(out) -> Path:
 
 @dataclass(frozen=True)
 class Report:
-    data: Any                        # report.ReportData
+    data: ReportData
 
     @property
     def banners(self) -> tuple:

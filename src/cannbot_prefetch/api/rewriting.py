@@ -5,20 +5,22 @@ bad file never hides the others. Nothing is written until `Rewrite.write()`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import pipeline
 from ..status import Status
+
+if TYPE_CHECKING:      # the type only: rewrite/ loads libcst, not wanted at `--help`
+    from ..rewrite.changes import Changes
 
 
 @dataclass
 class Rewrite:
     """What applying (or reverting) a plan changes, file by file."""
 
-    changes: Any                  # rewrite.changes.Changes
+    changes: Changes
     check: bool = False           # made by check(): pending changes are a failed check
     allow_installed: bool = False
 
@@ -73,27 +75,7 @@ class Rewrite:
     def ensure_writable(self) -> None:
         """InputError (nothing written) for a changed file of an installed package, unless
         allowed, or one that cannot be written."""
-        from ..errors import InputError
-        from ..i18n import Msg
-        from ..rewrite.installed import installed_location, unwritable
-
-        for f in self.files:
-            if f.status != "changed":
-                continue
-            name = Path(f.path).name
-            where = installed_location(f.path)
-            if where is not None and not self.allow_installed:
-                raise InputError(Msg("apply.installed", where=where, path=f.path, name=name),
-                                 path=f.path)
-            why = unwritable(f.write_path)
-            if why is not None:
-                key = "apply.readonly" if f.kind == "model" else "apply.readonly_file"
-                raise InputError(Msg(key, why=why, path=f.path, name=name), path=f.path)
-        plan = self.changes.plan_path
-        why = unwritable(plan)
-        if why is not None and self.changes.plan.status != self.changes.status_after:
-            raise InputError(Msg("apply.readonly_file", why=why, path=plan, name=Path(plan).name),
-                             path=str(plan))
+        pipeline.check_writable(self.changes, self.allow_installed)
 
     def write(self) -> list[str]:
         """Write the pending changes (backups first, all or nothing). With nothing pending,
@@ -119,35 +101,14 @@ class Rewrite:
         for fj, f in zip(doc["files"], changes.files):
             if f.kind == "helper" and f.status == "changed":
                 fj["diff"] = ""
-                fj["helper"] = _helper_summary(f)
+                fj["helper"] = f.helper_summary()
         return doc
-
-
-def _helper_summary(f) -> dict:
-    new = f.new or ""
-    return {"action": "remove" if f.new is None else "write" if f.old is None else "update",
-            "lines": len(new.splitlines()),
-            "sha256": hashlib.sha256(new.encode("utf-8")).hexdigest() if f.new is not None else None}
-
-
-def _installed_previews(changes, lang: str) -> list[str]:
-    """A dry run names the changed files that lie in an installed package (writing refuses)."""
-    from ..i18n import Msg
-    from ..rewrite.installed import installed_location
-
-    out = []
-    for f in changes.files:
-        where = installed_location(f.path) if f.status == "changed" else None
-        if where is not None:
-            out.append(Msg("apply.installed_preview", where=where, path=f.path).render(lang))
-    return out
 
 
 def _rewrite(plan, *, revert: bool, check: bool, helper, root, allow_installed: bool,
              lang: str) -> Rewrite:
-    changes = pipeline.rewrite(plan, revert=revert, helper=helper, root=root)
-    if not allow_installed:
-        changes.warnings.extend(_installed_previews(changes, lang))
+    changes = pipeline.rewrite(plan, revert=revert, helper=helper, root=root,
+                               allow_installed=allow_installed, lang=lang)
     return Rewrite(changes, check=check, allow_installed=allow_installed)
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .. import pipeline
 from ..status import Status
 
+if TYPE_CHECKING:      # the type only: verify/ is loaded when a check runs
+    from ..verify.runner import VerifyResult
+
 
 @dataclass(frozen=True)
 class Verification:
-    result: Any                      # verify.runner.VerifyResult
+    result: VerifyResult
 
     @property
     def checks(self) -> list:

@@ -13,7 +13,7 @@ from .. import reasons
 from ..i18n import said
 from ..gain import to_evidence
 from ..mapping import Mapped, target_ref
-from ..roofline.verdict import decide
+from ..roofline.verdict import verdict_for
 from ..sizing import Sized
 from ..windows import Candidate, Rejection
 from .options import PlanOptions
@@ -110,7 +110,7 @@ def site_of(c: Candidate | None, m: Mapped, s: Sized, opts: PlanOptions, hw) -> 
     ev: dict[str, Any] = {"role": m.role}
     if c is not None:
         t, w = c.target, c.window
-        dec = decide(t, opts.policy["verdict"])
+        dec = verdict_for(t, opts.policy["verdict"])
         ev.update({
             "signature": {"type": t.type, "input_shapes": t.input_shapes, "dtypes": t.dtypes},
             "t_memory_us": round(float(t.t_memory_us or 0), 3),

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from .columns import counter_name
-from .values import clean_text
+from .cells import clean_text
 
 # Layouts whose kernel table borrows call stacks from the trace_view.json beside it (load.py)
 BORROWS_STACKS = frozenset({"ascend_pt", "kernel_csv"})

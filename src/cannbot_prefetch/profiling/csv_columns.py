@@ -17,7 +17,7 @@ from .csv_ragged import FIELDS as _FIELDS
 from .csv_ragged import LINE as _LINE
 from .readout import memset_mask
 from .scalars import MAX_DURATION_US
-from .values import (NULL_TOKENS, clean_text, strip_prefix, to_float, to_int,
+from .cells import (NULL_TOKENS, clean_text, strip_prefix, to_float, to_int,
                      us_text_to_ns)
 
 

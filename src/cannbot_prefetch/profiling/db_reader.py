@@ -22,7 +22,7 @@ from .scalars import MAX_DURATION_US, MAX_START_NS
 MAX_CELL_TEXT = 1 << 16   # characters: the longest STRING_IDS value in the samples is 279
 MAX_STACK_TEXT = 64 << 20  # bytes of joined call stacks; the sample's are < 1 MiB
 JOIN_FACTOR = 4           # join rows per table row; the sample's stack join makes 563 of 3023
-from .values import clean_text, strip_prefix
+from .cells import clean_text, strip_prefix
 
 _TASK_COLS = {"startNs": "start_ns", "endNs": "end_ns", "deviceId": "device",
               "streamId": "stream", "taskId": "task_id", "modelId": "model_id",

@@ -1,6 +1,6 @@
 """One value as the JSON readers take it (a timestamp, an id) and the limits every reader
 applies. Plain Python, because a JSON reader meets one value at a time; the column
-expressions over CSV and database cells are in values.py."""
+expressions over CSV and database cells are in cells.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Stage 7b: plan x profiles -> report (Markdown, chart, next-step plan, A/B script).
 
-build.py assembles the data (measurements come from report/measure.py as the frozen values of values.py),
+build.py assembles the data (measurements come from report/measure.py as the frozen values of measurements.py),
 rules.py holds the seed's success rule and failure table, expected.py the baseline-only
 analysis, markdown.py / chart.py / abscript.py render, output.py writes, console.py (rich) is
 the human summary for the CLI.

@@ -16,12 +16,12 @@ from ..policy import Policy
 from ..plan import Plan
 from .measure import measure_profile
 from .sites import signature_key
-from .values import ProfileMeasure, shape_overlap
+from .measurements import ProfileMeasure, shape_overlap
 from .chart import Point, Roof, points_from_roofline
 from .cmo import CmoRate, calibrate as calibrate_cmo, with_rate
 from .expected import Expectation, expected_gain
 from .nextplan import next_plan
-from .rules import SiteVerdict, Thresholds, decide, overall as overall_of
+from .rules import SiteVerdict, Thresholds, overall as overall_of, site_outcome
 
 
 @dataclass(frozen=True)
@@ -223,8 +223,9 @@ def build_report(plan: Plan, plan_path: str, baseline, optimized, *, hardware,
         for site in tuned.sites:
             b, o = base.site(site.id), opt.site(site.id)
             if b and o and b.found and o.found:
-                verdicts.append(decide(site, b, o, base, opt, verify.passed if verify else None, th,
-                                       verify_source=verify.path if verify else ""))
+                verdicts.append(site_outcome(site, b, o, base, opt,
+                                             verify.passed if verify else None, th,
+                                             verify_source=verify.path if verify else ""))
         overall = overall_of([v.outcome for v in verdicts])
     # the plan's expected gain (gain.py), in both modes: A/B shows it next to the measurement
     expectation = expected_gain(plan, base, th, hardware, policy)

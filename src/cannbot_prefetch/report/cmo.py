@@ -16,7 +16,7 @@ from typing import Any
 from ..fmt import mib
 from ..plan import Plan, Site
 from ..sizing import cmo_cap
-from .values import ProfileMeasure
+from .measurements import ProfileMeasure
 
 
 @dataclass(frozen=True)

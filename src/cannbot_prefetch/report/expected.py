@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ..i18n import pairs
 from ..policy import Policy
 from ..gain import optimistic_share, per_call_bound, site_gain
-from .values import ProfileMeasure
+from .measurements import ProfileMeasure
 from .rules import Thresholds
 
 # REFERENCE.md §5, "Measured gains in public": (who, what they measured); the measurement's

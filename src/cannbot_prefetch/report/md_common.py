@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..fmt import number
 from ..i18n import localize, pairs, t as text
-from .values import Stat
+from .measurements import Stat
 
 
 class _T:

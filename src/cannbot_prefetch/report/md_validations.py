@@ -9,7 +9,7 @@ from .build import ReportData
 from .expected import PUBLIC_E2E_RANGE, PUBLIC_MEASUREMENTS, PUBLIC_SOURCE
 from ..fmt import mib
 from .md_common import CHECK_NAMES, SIGNAL_NAMES, SITE_OUTCOMES, _f, _mark, _pct, _stat
-from .values import Stat
+from .measurements import Stat
 from .rules import Check
 
 

@@ -10,7 +10,7 @@ stream runs past the compute stream: its tail; both from streams.py), and L2 hit
 profile has them (`l2_cache.csv` or L2Cache counters).
 
 Only this module (with streams.py and sites.py) touches the DataFrame; the report receives
-`ProfileMeasure` values (values.py).
+`ProfileMeasure` values (measurements.py).
 
     m = measure_profile(profile, plan, label="baseline", step_times=read_step_times(root))
     m.sites[0].target.mean      # us per target kernel, averaged per step
@@ -26,7 +26,7 @@ from ..policy import Policy
 from ..profiling.table import Profile
 from .sites import measure_site, signature_key
 from .streams import choose_compute_stream, cmo_per_step, critical_path, norm_col, stream_uses
-from .values import ProfileMeasure
+from .measurements import ProfileMeasure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Plan

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..i18n import pairs
-from .values import ProfileMeasure, SiteMeasure, Stat
+from .measurements import ProfileMeasure, SiteMeasure, Stat
 
 # Why a next step was chosen: code -> (English, Chinese with the seed's terms).
 REASONS: dict[str, tuple[str, str]] = pairs("report.next")   # configs/messages.yaml
@@ -227,7 +227,7 @@ def size_for(site, coefficient: float) -> tuple[int, str]:
     return max(1, limit), bound
 
 
-def decide(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure,
+def site_outcome(site, sm_base: SiteMeasure, sm_opt: SiteMeasure, base: ProfileMeasure,
            opt: ProfileMeasure, verify_passed: bool | None, th: Thresholds,
            verify_source: str = "") -> SiteVerdict:
     """Apply the success rule and the failure table to one site found in both profiles."""

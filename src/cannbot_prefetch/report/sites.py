@@ -18,7 +18,7 @@ import polars as pl
 from ..i18n import said
 from ..roofline.families import family_of
 from ..windows import call_sites
-from .values import SiteMeasure, Stat
+from .measurements import SiteMeasure, Stat
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Site

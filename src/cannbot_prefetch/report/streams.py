@@ -15,7 +15,7 @@ import polars as pl
 
 from ..profiling.table import end_ns
 from ..settings import op_classes
-from .values import Stat, StreamUse
+from .measurements import Stat, StreamUse
 
 
 def _prefetch_tasks() -> pl.Expr:

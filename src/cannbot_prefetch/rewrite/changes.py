@@ -5,6 +5,7 @@ written by write.commit, shown by the CLI and the API."""
 from __future__ import annotations
 
 import difflib
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +50,16 @@ class FileResult:
                 "existing_npu_prefetch": [{"line": e.line, "where": e.where, "code": e.code}
                                           for e in self.existing],
                 "notes": self.notes, "message": self.message, "diff": self.diff}
+
+    def helper_summary(self) -> dict:
+        """The helper module as `apply --json` shows it: what happens to it, its length and
+        hash, instead of a 100-line diff."""
+        new = self.new or ""
+        return {"action": "remove" if self.new is None else "write" if self.old is None
+                else "update",
+                "lines": len(new.splitlines()),
+                "sha256": hashlib.sha256(new.encode("utf-8")).hexdigest()
+                if self.new is not None else None}
 
 
 @dataclass

@@ -56,3 +56,40 @@ def unwritable(path: str | os.PathLike) -> str | None:
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is not writable"
+
+
+def check_writable(changes, allow_installed: bool) -> None:
+    """InputError (nothing written) for a changed file of an installed package, unless
+    `allow_installed`, or for a changed file or the plan that cannot be written."""
+    from ..errors import InputError
+    from ..i18n import Msg
+
+    for f in changes.files:
+        if f.status != "changed":
+            continue
+        name = Path(f.path).name
+        where = installed_location(f.path)
+        if where is not None and not allow_installed:
+            raise InputError(Msg("apply.installed", where=where, path=f.path, name=name),
+                             path=f.path)
+        why = unwritable(f.write_path)
+        if why is not None:
+            key = "apply.readonly" if f.kind == "model" else "apply.readonly_file"
+            raise InputError(Msg(key, why=why, path=f.path, name=name), path=f.path)
+    plan = changes.plan_path
+    why = unwritable(plan)
+    if why is not None and changes.plan.status != changes.status_after:
+        raise InputError(Msg("apply.readonly_file", why=why, path=plan, name=Path(plan).name),
+                         path=str(plan))
+
+
+def installed_previews(changes, lang: str) -> list[str]:
+    """A dry run names the changed files that lie in an installed package (writing refuses)."""
+    from ..i18n import Msg
+
+    out = []
+    for f in changes.files:
+        where = installed_location(f.path) if f.status == "changed" else None
+        if where is not None:
+            out.append(Msg("apply.installed_preview", where=where, path=f.path).render(lang))
+    return out

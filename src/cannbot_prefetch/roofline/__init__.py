@@ -2,7 +2,7 @@
 
 shapes.py parses the table's shape strings; cost.py holds every FLOP/byte formula; families.py
 says which op types are MatMul-family; classify.py groups kernels and gives the verdicts;
-verdict.py holds the verdict rules and which one decides (`decide`).
+verdict.py holds the verdict rules and which one decides (`verdict_for`).
 """
 
 from .classify import Roofline, SignatureCost, Verdict, classify, select_top

@@ -158,7 +158,7 @@ class Decision:
     roofline_why: str       # its reason (shown beside a measured decision, agreeing or not)
 
 
-def decide(sig: Any, pol: dict[str, Any]) -> Decision:
+def verdict_for(sig: Any, pol: dict[str, Any]) -> Decision:
     """The verdict that decides for `sig` (SignatureCost or TargetSig-like): measured where the
     counters exist, else analytic (CONTRACTS.md: latency- and compute-bound ops are not planned)."""
     mac, mte2 = getattr(sig, "mean_mac_ratio", None), getattr(sig, "mean_mte2_ratio", None)
@@ -185,7 +185,7 @@ def split_targets(sigs: Sequence[Any], pol: dict[str, Any],
 
     keep, out = [], []
     for s in sigs:
-        d = decide(s, pol)
+        d = verdict_for(s, pol)
         if d.verdict == Verdict.MEMORY:
             keep.append(s)
             continue

@@ -28,7 +28,7 @@ values leave this module, never a DataFrame.
 
 from .classes import WindowRules, default_rules, rules_from
 from .clusters import call_sites
-from .decide import find_windows, timeline
+from .find import find_windows, timeline
 from .types import (COMM, HEAVY, LIGHT, Candidate, PredOp, Rejection, TargetSig, Window,
                     WindowResult)
 

@@ -149,7 +149,7 @@ def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]],
 
 
 def call_sites(per, sig_ids) -> list[tuple[list[tuple[tuple, int]], int]]:
-    """The call sites of the signatures `sig_ids` on a timeline (`decide.timeline`), as
+    """The call sites of the signatures `sig_ids` on a timeline (`find.timeline`), as
     `find_windows` numbers them (Candidate.cluster indexes this list; each with its rank in the
     layer): the report picks a plan site's instances with it."""
     want = set(sig_ids)

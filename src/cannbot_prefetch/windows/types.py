@@ -94,7 +94,7 @@ def _lead_time(k: int, doc: str) -> property:
 class LeadOp:
     """An op before the target (nearest first), with the times a placed window is costed from:
     medians over the cluster's agreeing instances, in us before the target's start. `times`
-    gives them, worked out when first read (windows/decide.py `_LeadTimes`)."""
+    gives them, worked out when first read (windows/find.py `_LeadTimes`)."""
 
     op: PredOp
     matmul: bool           # a MatMul-family kernel (a linear in the model source)
@@ -151,7 +151,7 @@ class Candidate:
     lead: tuple[LeadOp, ...] = ()       # ops before the target, nearest first (placed windows)
     lead_stack: str = ""                # the target's stack at the instance `lead` was read at
     # the nearest light start's candidate, when a finished MatMul's output (3a) gave a longer
-    # window: mapping may have no legal place at that output (windows/decide.py `_longer`)
+    # window: mapping may have no legal place at that output (windows/find.py `_longer`)
     nearer: "Candidate | None" = None
 
     @property

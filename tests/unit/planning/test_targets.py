@@ -81,11 +81,11 @@ def test_compute_bound_roofline_with_memory_bound_counters(llama3b):
     and the roofline's reason says '>=' (a 0.5 TFLOPS peak puts the ridge at 0.31, under AI 1).
     That peak makes the measured time faster than the compute roof (100 us vs ~40): the shapes'
     intensity is flagged and is no evidence (issue 31), so it cannot overrule the counters."""
-    from cannbot_prefetch.roofline.verdict import decide
+    from cannbot_prefetch.roofline.verdict import verdict_for
     from cannbot_prefetch.policy import Policy
     roof = classify(llama3b.table, hardware.load("910B3").with_overrides(peaks={"bf16": 0.5}))
     gate = next(s for s in roof.signatures if s.input_shapes == "1,3072;8192,3072")
-    d = decide(gate, Policy.load()["verdict"])
+    d = verdict_for(gate, Policy.load()["verdict"])
     assert "inconsistent_shapes" in gate.flags
     assert (d.verdict, d.by, d.roofline) == ("memory-bound", "counters", "compute-bound")
     assert d.why.startswith("mte2 ") and ">= ridge" in d.roofline_why

@@ -10,7 +10,7 @@ from profgen import Variant, write_plan, write_profile
 from cannbot_prefetch.plan import load_plan
 from cannbot_prefetch.profiling.companions import read_l2_cache, read_step_times
 from cannbot_prefetch.report.measure import measure_profile
-from cannbot_prefetch.report.values import Stat
+from cannbot_prefetch.report.measurements import Stat
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.profiling.table import KernelTable, Profile
 from cannbot_prefetch.policy import Policy

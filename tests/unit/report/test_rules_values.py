@@ -1,4 +1,4 @@
-"""report/rules.decide pinned by values worked out by hand (issue 34 part 4: the lower-branch
+"""report/rules.site_outcome pinned by values worked out by hand (issue 34 part 4: the lower-branch
 `size1 >= size0` and the `crit.ok is False` of "waiting moved" survived the mutation run).
 
 The measures are GENERATED here, by hand, as the values `report/measure.py` would hand over
@@ -15,8 +15,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from cannbot_prefetch.plan import Basis, Cap
-from cannbot_prefetch.report.rules import Thresholds, decide
-from cannbot_prefetch.report.values import ProfileMeasure, SiteMeasure, Stat
+from cannbot_prefetch.report.rules import Thresholds, site_outcome
+from cannbot_prefetch.report.measurements import ProfileMeasure, SiteMeasure, Stat
 from cannbot_prefetch.policy import Policy
 
 WEIGHT = 1000 * 1000 * 2
@@ -53,7 +53,7 @@ def _measure(target_us: float, window_us: float) -> SiteMeasure:
 def _degraded(site):
     """Target 40 -> 40 µs (not faster), window 10 -> 11 µs: +1 µs > 5 % x 10 = 0.5 (degraded),
     < 20 % x 10 = 2 (not severe); the prefetch ran (4 CMO tasks per step): lower 0.5 -> 0.3."""
-    return decide(site, _measure(40, 10), _measure(40, 11), _profile("baseline", 400, 0),
+    return site_outcome(site, _measure(40, 10), _measure(40, 11), _profile("baseline", 400, 0),
                   _profile("optimized", 400, 4), None, TH)
 
 
@@ -90,7 +90,7 @@ def test_an_unmeasured_critical_path_is_not_waiting_moved():
     0.7 x 2 000 000 = 1 400 000 (cap 10 MB does not bind). Outputs not compared: the gain is
     unconfirmed. Kills `crit.ok is False` -> `not crit.ok` (move_dependency, waiting_moved)."""
     site = _site(1_000_000, 10_000_000)
-    v = decide(site, _measure(40, 10), _measure(30, 10), _profile("baseline", None, 0),
+    v = site_outcome(site, _measure(40, 10), _measure(30, 10), _profile("baseline", None, 0),
                _profile("optimized", None, 4), None, TH)
     crit = v.check("critical_path_shorter")
     assert (crit.ok, crit.before, crit.after, crit.source) == (None, None, None, "not measured")
@@ -104,7 +104,7 @@ def test_a_critical_path_measured_not_shorter_is_waiting_moved():
     """The same, with the step measured 400 -> 400 µs (not shorter: 0 <= 0.2 % x 400 = 0.8):
     the wait moved elsewhere, the next step moves the dependency, size unchanged."""
     site = _site(1_000_000, 10_000_000)
-    v = decide(site, _measure(40, 10), _measure(30, 10), _profile("baseline", 400, 0),
+    v = site_outcome(site, _measure(40, 10), _measure(30, 10), _profile("baseline", 400, 0),
                _profile("optimized", 400, 4), None, TH)
     assert v.check("critical_path_shorter").ok is False and "waiting_moved" in v.signals
     assert (v.action, v.reason_code, v.max_size_to) == ("move_dependency", "waiting_moved", 1_000_000)

@@ -120,16 +120,16 @@ def test_a_fallback_insertion_is_costed_where_it_lands(llama, copy_src, tmp_path
                                                        monkeypatch):
     """o_proj when the rewriter refuses its window's insertion: the nearest legal one is right
     before `self.o_proj` on its input, which leaves no window (it was costed 7 us before)."""
-    from cannbot_prefetch import mapping
+    from cannbot_prefetch.mapping import mapper
     from cannbot_prefetch.plan.build import PlanOptions, build_plan
     prof, hw, roof = llama
-    real = mapping.checker
+    real = mapper.checker
 
     def refusing(ms, *mode):
         accept = real(ms, *mode)
         return lambda p, lin: ("refused for the test" if p.insert.anchor_call ==
                                "attention_interface" else accept(p, lin))
-    monkeypatch.setattr(mapping, "checker", refusing)
+    monkeypatch.setattr(mapper, "checker", refusing)
     src = copy_src("llama", tmp_path / "m")
     plan, design, rej = build_plan(roof, prof.info, hw, src,
                                    examples_dir / "llama3.2-1b-en" / "config.json",

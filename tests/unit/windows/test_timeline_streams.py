@@ -5,7 +5,7 @@ counted again as that stream's own work. HAND-BUILT tables (tests/unit/windows/c
 from __future__ import annotations
 
 from cannbot_prefetch.windows import COMM, HEAVY, LIGHT, default_rules
-from cannbot_prefetch.windows.decide import timeline
+from cannbot_prefetch.windows.find import timeline
 from cannbot_prefetch.policy import Policy
 POLICY = Policy.load()   # the shipped thresholds, as an analysis passes them down
 

@@ -7,7 +7,7 @@ import pytest
 
 from cannbot_prefetch.profiling import columns as C
 from cannbot_prefetch.profiling.scalars import text_to_ns
-from cannbot_prefetch.profiling.values import clean_text, strip_prefix, us_text_to_ns
+from cannbot_prefetch.profiling.cells import clean_text, strip_prefix, us_text_to_ns
 
 
 @pytest.mark.parametrize("raw, ns", [

@@ -150,24 +150,24 @@ def _site_verdict(t: TargetSig, members, per, mean_us: float, hbm_bps: float | N
     return (v, by, why) if v is not None else None
 
 
-def _decide(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
+def _site_window(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, min_us,
             n_steps, rank: int, spans: "_Spans", hbm_bps: float | None, verdict_pol,
             ) -> Candidate | Rejection:
     """The site's candidate from its instances' decisions; where a finished MatMul's output
     (3a) beat the nearest light start, the nearest one rides along as `nearer` (mapping may
     find no legal place at the MatMul's output: plan/build.py keeps the better placed one)."""
     decisions = [(key, j, _walk(per[key], j, lookback, min_us, other)) for key, j in members]
-    got = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
+    got = _site_window_by_vote(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
                    hbm_bps, decisions, verdict_pol)
     if isinstance(got, Candidate) and any(d.nearer is not None for _, _, d in decisions):
-        alt = _decided(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
+        alt = _site_window_by_vote(t, ci, n_clusters, members, per, other, lookback, n_steps, rank, spans,
                        hbm_bps, [(k, j, d.nearer or d) for k, j, d in decisions], verdict_pol)
         if isinstance(alt, Candidate) and alt.window != got.window:
             got = replace(got, nearer=alt)
     return got
 
 
-def _decided(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, n_steps,
+def _site_window_by_vote(t: TargetSig, ci: int, n_clusters: int, members, per, other, lookback, n_steps,
              rank: int, spans: "_Spans", hbm_bps: float | None, decisions, verdict_pol,
              ) -> Candidate | Rejection:
     mean_us = statistics.fmean(per[k][j].dur_us for k, j, _ in decisions)
@@ -384,7 +384,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
         if cnote:
             cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):
-            c_or_r = _decide(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
+            c_or_r = _site_window(t, ci, len(clusters), members, per, other, lookback, min_us, n_steps,
                              rank, spans, hbm_bps, pol["verdict"])
             (cands if isinstance(c_or_r, Candidate) else rejs).append(c_or_r)
     notes += sorted(cluster_notes)
