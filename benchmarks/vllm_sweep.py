@@ -89,6 +89,7 @@ TEXT_SUBCONFIGS = ("text_config", "language_config", "llm_config")
 # model files": what counts)
 TOWER_WORDS = ("vision", "visual", "audio", "patch", "merger", "vit", "clip", "siglip", "radio",
                "encoder", "projector")
+FOLDER_HINT = "give --model-src a folder that holds it"   # mapping/place.py's advice
 NOT_DECODER = "no decoder linear of its own (its decoder is another family's file)"
 
 
@@ -533,29 +534,40 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
                 shutil.copy(sib, copy.parent)
         cfg = family_config(src)
         (d / "config.json").write_text(json.dumps(cfg, default=str))
-        asked = list(tg)
-        dropped: dict[str, str] = {}
-        while True:
-            args = ["analyze", "--model-src", str(copy), "--model-config",
-                    str(d / "config.json"), "--tp", str(TP), "--moe-tp", str(TP),
-                    "--max-sites", str(len(asked)), "--out", str(d / "plan"), "--json"]
-            for t in asked:
-                args += ["--target", t]
-            r = _cli(args, timeout)
-            try:
-                doc = json.loads(r.stdout)
-            except json.JSONDecodeError:
-                res["why"] = (f"analyze gave no JSON (exit {r.returncode}): "
-                              f"{r.stderr.strip()[-200:]}")
-                return res
-            # a named target the tool refuses (exit 2, the target in the message): dropped and
-            # analyze run again without it, as a user would; the refusal is listed
-            bad = next((t for t in asked if "error" in doc
-                        and f"--target {t}:" in doc["error"]["message"]), None)
-            if bad is None or len(asked) == 1:
+        for model_src in (copy, copy.parent):
+            asked = list(tg)
+            dropped: dict[str, str] = {}
+            while True:
+                args = ["analyze", "--model-src", str(model_src), "--model-config",
+                        str(d / "config.json"), "--tp", str(TP), "--moe-tp", str(TP),
+                        "--max-sites", str(len(asked)), "--out", str(d / "plan"), "--json"]
+                for t in asked:
+                    args += ["--target", t]
+                r = _cli(args, timeout)
+                try:
+                    doc = json.loads(r.stdout)
+                except json.JSONDecodeError:
+                    res["why"] = (f"analyze gave no JSON (exit {r.returncode}): "
+                                  f"{r.stderr.strip()[-200:]}")
+                    return res
+                # a named target the tool refuses (exit 2, the target in the message): dropped
+                # and analyze run again without it, as a user would; the refusal is listed
+                bad = next((t for t in asked if "error" in doc
+                            and f"--target {t}:" in doc["error"]["message"]), None)
+                if bad is None or len(asked) == 1:
+                    break
+                dropped[bad] = doc["error"]["message"].split(f"--target {bad}:", 1)[1] \
+                    .strip()[:200]
+                asked.remove(bad)
+            reasons = [*dropped.values(), *(x.get("reason", "") for x in
+                                            doc.get("rejections", [])),
+                       doc.get("error", {}).get("message", "")]
+            if not any(FOLDER_HINT in x for x in reasons):
                 break
-            dropped[bad] = doc["error"]["message"].split(f"--target {bad}:", 1)[1].strip()[:200]
-            asked.remove(bad)
+            # the tool's advice for a call path wholly in a sibling file (minicpm3's MLP, run by
+            # minicpm.py's decoder forward), taken as a user would: the copy's folder (the file
+            # and the siblings it imports) as the model source, every target asked again
+            res["model_src"] = "folder (the tool's advice)"
         res["rejected"] = dict(dropped)
         if "error" in doc:
             res["why"] = "analyze: " + doc["error"]["message"][:200]
