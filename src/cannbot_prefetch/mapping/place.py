@@ -24,6 +24,7 @@ after_step.py places after an if/else or a tuple unpack.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Iterator
 
 from ..legality import Placement
@@ -290,6 +291,12 @@ def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearA
     placement to use, or apply's reason to refuse it)."""
     t = events[t_idx]
     last = "no level of the call path names a local value that feeds the target"
+    if not any(_editable(ms, h.cls) for h in t.path):
+        # vLLM's minicpm3: its decoder layer's forward and its MLP are minicpm.py's, read as
+        # context; apply edits only the files the user named
+        files = sorted({Path(ms.file_of(h.cls)).name for h in t.path if h.cls in ms.classes})
+        return (f"every level of the call path is in {', '.join(files) or 'another file'}, "
+                f"read as context and not edited: give --model-src a folder that holds it")
     for d in range(len(t.path) - 1, -1, -1):
         h = t.path[d]
         if d == len(t.path) - 1 and _is_param_use(ms, t):

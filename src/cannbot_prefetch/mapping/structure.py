@@ -34,8 +34,11 @@ def wanted_names(ms: "ModelSource") -> set[str]:
 def scan_structure(ms: ModelSource) -> None:
     """Submodules (every class a `self.x = ...` may hold), module lists, methods bound to
     attributes, and the argument lists each class is instantiated with."""
-    for cname, (_, info) in ms.classes.items():
-        init = info.methods.get("__init__")
+    for cname in ms.classes:
+        # a class without its own `__init__` runs its base's, with its own overrides of the
+        # helpers that `__init__` calls (vLLM's minicpm3 decoder layer: minicpm.py's `__init__`
+        # calls `self._init_attn_block()`, which minicpm3.py overrides)
+        init = ms.method(cname, "__init__")
         if init is None:
             continue
         body = init_statements(ms, cname)
