@@ -381,8 +381,9 @@ def family_config(src: Path) -> dict:
     text sub-config (`text_config`, llama4) built the same way; the other sub-configs
     (`vision_config`, `audio_config`) keep the class's defaults, as in a user's config, so the
     towers are sized by them. A key the class stores under another name (`attribute_map`:
-    hidden_size -> d_model) gets TINY's value too. TINY alone when transformers has no such
-    class."""
+    hidden_size -> d_model) gets TINY's value too. A family transformers does not know: TINY,
+    the keys of vLLM's own config classes the file imports and the sub-configs it hands to
+    classes naming their config class. Each key keeps its kind (`_listed`)."""
     try:
         from transformers import AutoConfig
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -401,7 +402,8 @@ def family_config(src: Path) -> dict:
         mtype = next((t for t in CONFIG_MAPPING_NAMES
                       if t.replace("_", "") == src.stem.replace("_", "")), None)
     if mtype is None:
-        return _listed({**_vllm_config_keys(src, tree), **TINY}, {}, tree)
+        return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
+                       tree)
     try:
         cfg = AutoConfig.for_model(mtype, **TINY)
     except Exception:
@@ -470,6 +472,42 @@ def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
                 elif isinstance(d, ast.Constant) and isinstance(d.value, (int, float)) and \
                         not isinstance(d.value, bool):
                     out.setdefault(p, d.value)
+    return out
+
+
+def _sub_configs(tree: ast.Module) -> dict:
+    """Sub-configs a file hands to a class whose `__init__` names their transformers config
+    class (nemotron_parse3_5: `MBartDecoderNoPos(config.decoder, ...)`, `config: BartConfig`),
+    each that class built with TINY (its `attribute_map` names, `d_model`, included), under
+    the key the file reads, as the family's config.json nests it."""
+    try:
+        import transformers
+    except ImportError:
+        return {}
+    takes: dict[str, str] = {}           # class -> the config class its `config` parameter names
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                     and m.name == "__init__"), None)
+        arg = next((a for a in (init.args.args if init else []) if a.arg == "config"), None)
+        if arg is not None and isinstance(arg.annotation, ast.Name):
+            takes[cls.name] = arg.annotation.id
+    out: dict = {}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        kind = takes.get(_callee(call), "")
+        given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "config")]
+        for g in given:
+            if isinstance(g, ast.Attribute) and isinstance(g.value, ast.Name) and \
+                    g.value.id == "config" and kind.endswith("Config") and \
+                    isinstance(getattr(transformers, kind, None), type):
+                try:
+                    made = getattr(transformers, kind)(**TINY)
+                except Exception:
+                    continue
+                sub = {**made.to_dict(), **TINY}
+                for std, stored in getattr(made, "attribute_map", {}).items():
+                    if std in TINY and isinstance(stored, str):
+                        sub[stored] = TINY[std]
+                out.setdefault(g.attr, sub)
     return out
 
 
