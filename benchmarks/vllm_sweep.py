@@ -97,7 +97,8 @@ VLLM_CONFIGS = "vllm/transformers_utils/configs"
 
 
 def wheel_models(version: str, cache: Path) -> Path:
-    """vllm/model_executor/models of the wheel, fetched and unpacked into the cache once."""
+    """vllm/model_executor/models of the wheel, fetched and unpacked into the cache once (with
+    vLLM's own config classes, `VLLM_CONFIGS`, read by `_vllm_config_keys`)."""
     out = cache / f"x-{version}"
     models = out / "vllm" / "model_executor" / "models"
     if models.is_dir() and (out / VLLM_CONFIGS).is_dir():
