@@ -91,13 +91,17 @@ TOWER_WORDS = ("vision", "visual", "audio", "patch", "merger", "vit", "clip", "s
                "encoder", "projector")
 FOLDER_HINT = "give --model-src a folder that holds it"   # mapping/place.py's advice
 NOT_DECODER = "no decoder linear of its own (its decoder is another family's file)"
+# vLLM's own config classes (families transformers does not know: moondream3's
+# Moondream3TextConfig), unpacked from the wheel beside the model files and read with `ast`
+VLLM_CONFIGS = "vllm/transformers_utils/configs"
 
 
 def wheel_models(version: str, cache: Path) -> Path:
-    """vllm/model_executor/models of the wheel, fetched and unpacked into the cache once."""
+    """vllm/model_executor/models of the wheel, fetched and unpacked into the cache once (with
+    vLLM's own config classes, `VLLM_CONFIGS`, read by `_vllm_config_keys`)."""
     out = cache / f"x-{version}"
     models = out / "vllm" / "model_executor" / "models"
-    if models.is_dir():
+    if models.is_dir() and (out / VLLM_CONFIGS).is_dir():
         return models
     cache.mkdir(parents=True, exist_ok=True)
     wheels = sorted(cache.glob(f"vllm-{version}-*.whl"))
@@ -107,7 +111,8 @@ def wheel_models(version: str, cache: Path) -> Path:
         wheels = sorted(cache.glob(f"vllm-{version}-*.whl"))
     with zipfile.ZipFile(wheels[0]) as z:
         for n in z.namelist():
-            if n.startswith("vllm/model_executor/models/") and n.endswith(".py"):
+            if n.startswith(("vllm/model_executor/models/", VLLM_CONFIGS + "/")) and \
+                    n.endswith(".py"):
                 z.extract(n, out)
     return models
 
@@ -377,8 +382,9 @@ def family_config(src: Path) -> dict:
     text sub-config (`text_config`, llama4) built the same way; the other sub-configs
     (`vision_config`, `audio_config`) keep the class's defaults, as in a user's config, so the
     towers are sized by them. A key the class stores under another name (`attribute_map`:
-    hidden_size -> d_model) gets TINY's value too. TINY alone when transformers has no such
-    class."""
+    hidden_size -> d_model) gets TINY's value too. A family transformers does not know: TINY,
+    the keys of vLLM's own config classes the file imports and the sub-configs it hands to
+    classes naming their config class. Each key keeps its kind (`_listed`)."""
     try:
         from transformers import AutoConfig
         from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -390,14 +396,26 @@ def family_config(src: Path) -> dict:
     mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
                   if (c if isinstance(c, str) else c[0]) in names), None)
     if mtype is None:
-        return dict(TINY)
+        # a family transformers knows by a multimodal class only (ernie45_vl_moe.py's
+        # Ernie4_5_VLMoeForCausalLM; transformers' model type ernie4_5_vl_moe): its model
+        # type spelled as the file's stem, underscores aside
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+        mtype = next((t for t in CONFIG_MAPPING_NAMES
+                      if t.replace("_", "") == src.stem.replace("_", "")), None)
+    if mtype is None:
+        return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
+                       tree)
     try:
         cfg = AutoConfig.for_model(mtype, **TINY)
     except Exception:
         try:
             cfg = AutoConfig.for_model(mtype)
         except Exception:
-            return dict(TINY)
+            return _listed(dict(TINY), {}, tree)
+    try:
+        default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
+    except Exception:
+        default = {}
     base = cfg.to_dict()
     for std, stored in getattr(cfg, "attribute_map", {}).items():
         if std in TINY and isinstance(stored, str):
@@ -406,12 +424,115 @@ def family_config(src: Path) -> dict:
         sub = getattr(cfg, key, None)
         if sub is not None and hasattr(sub, "to_dict"):
             try:
-                base[key] = {**type(sub)(**TINY).to_dict(), **TINY}
+                made = {**type(sub)(**TINY).to_dict(), **TINY}
             except Exception:
-                base[key] = {**sub.to_dict(), **TINY}
+                made = {**sub.to_dict(), **TINY}
+            base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return {**base, **TINY}
+    return _listed({**base, **TINY}, default, tree)
+
+
+def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
+    """The keys of the config classes a file imports from vLLM's own configs
+    (`from vllm.transformers_utils.configs.moondream3 import Moondream3TextConfig`), read from
+    each class's `__init__` in the wheel: a parameter its `__init__` stores under a standard
+    key (`self.hidden_size = dim`) takes that key's TINY value, so the names the model file
+    reads (`config.dim`) are as tiny as the standard ones; other parameters keep their numeric
+    defaults, as in a user's config."""
+    root = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])      # .../vllm/<configs>
+    pkg = VLLM_CONFIGS.replace("/", ".")
+    out: dict = {}
+    for n in tree.body:
+        if not (isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(pkg + ".")):
+            continue
+        f = root / (n.module[len(pkg) + 1:] + ".py")
+        if not f.is_file():
+            continue
+        wanted = {a.name for a in n.names}
+        for cls in ast.parse(f.read_text(encoding="utf-8")).body:
+            if not (isinstance(cls, ast.ClassDef) and cls.name in wanted):
+                continue
+            init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                         and m.name == "__init__"), None)
+            if init is None:
+                continue
+            a = init.args
+            defaults = dict(zip([x.arg for x in a.args[len(a.args) - len(a.defaults):]],
+                                a.defaults))
+            stored: dict[str, str] = {}       # parameter -> the standard key it is stored as
+            for node in ast.walk(init):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                        isinstance(node.targets[0], ast.Attribute) and \
+                        isinstance(node.value, ast.Name) and node.value.id in defaults and \
+                        node.targets[0].attr in TINY:
+                    stored.setdefault(node.value.id, node.targets[0].attr)
+            for p, d in defaults.items():
+                if p in stored:
+                    out.setdefault(p, TINY[stored[p]])
+                elif isinstance(d, ast.Constant) and isinstance(d.value, (int, float)) and \
+                        not isinstance(d.value, bool):
+                    out.setdefault(p, d.value)
+    return out
+
+
+def _sub_configs(tree: ast.Module) -> dict:
+    """Sub-configs a file hands to a class whose `__init__` names their transformers config
+    class (nemotron_parse3_5: `MBartDecoderNoPos(config.decoder, ...)`, `config: BartConfig`),
+    each that class built with TINY (its `attribute_map` names, `d_model`, included), under
+    the key the file reads, as the family's config.json nests it."""
+    try:
+        import transformers
+    except ImportError:
+        return {}
+    takes: dict[str, str] = {}           # class -> the config class its `config` parameter names
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
+                     and m.name == "__init__"), None)
+        arg = next((a for a in (init.args.args if init else []) if a.arg == "config"), None)
+        if arg is not None and isinstance(arg.annotation, ast.Name):
+            takes[cls.name] = arg.annotation.id
+    out: dict = {}
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        kind = takes.get(_callee(call), "")
+        given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "config")]
+        for g in given:
+            if isinstance(g, ast.Attribute) and isinstance(g.value, ast.Name) and \
+                    g.value.id == "config" and kind.endswith("Config") and \
+                    isinstance(getattr(transformers, kind, None), type):
+                try:
+                    made = getattr(transformers, kind)(**TINY)
+                except Exception:
+                    continue
+                sub = {**made.to_dict(), **TINY}
+                for std, stored in getattr(made, "attribute_map", {}).items():
+                    if std in TINY and isinstance(stored, str):
+                        sub[stored] = TINY[std]
+                out.setdefault(g.attr, sub)
+    return out
+
+
+def _listed(cfg: dict, default: dict, tree: ast.Module) -> dict:
+    """TINY's numbers in the kind of key the family uses: a key whose class default is a list
+    (ernie4_5_vl_moe's `moe_intermediate_size`, one per modality) stays a list of that length,
+    and a key the file indexes (`config.moe_num_experts[1]`: a list in the released config,
+    transformers' class folding it to a number) is a list long enough for every index read;
+    each element the tiny value."""
+    reads: dict[str, int] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Attribute) and \
+                isinstance(n.slice, ast.Constant) and isinstance(n.slice.value, int) and \
+                ast.unparse(n.value.value).split(".")[-1].endswith("config"):
+            reads[n.value.attr] = max(reads.get(n.value.attr, 0), n.slice.value + 1)
+    out = dict(cfg)
+    for k, v in cfg.items():
+        if k not in TINY or isinstance(v, (list, dict)):
+            continue
+        d = default.get(k)
+        length = max(len(d) if isinstance(d, list) else 0, reads.get(k, 0))
+        if length:
+            out[k] = [v] * length
+    return out
 
 
 def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:

@@ -1,0 +1,105 @@
+"""benchmarks/vllm_sweep.py's tiny config: each key keeps the kind the family uses (a list stays
+a list), the names a vLLM-own config class stores as standard keys are tiny, and a sub-config
+handed to a class that names its transformers config class is that class built tiny. The model
+and config files here are GENERATED in vLLM's layout (written for this test, not copied); the
+expected values are worked out by hand from the sweep's TINY (hidden_size 256, moe_num_experts 8,
+moe_intermediate_size 128)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SWEEP = Path(__file__).resolve().parents[2] / "benchmarks" / "vllm_sweep.py"
+
+MODEL = '''# GENERATED for tests/unit/test_vllm_sweep_config.py, in vLLM's style
+from transformers import BartConfig
+from vllm.transformers_utils.configs.toy import ToyTextConfig
+
+
+class ToyMoE(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.text = FusedMoE(num_experts=config.moe_num_experts[0])
+        self.vision = FusedMoE(num_experts=config.moe_num_experts[1])
+        self.first = self.layers[3]          # not a config key: left alone
+
+
+class ToyDecoder(nn.Module):
+    def __init__(self, config: BartConfig, prefix: str = ""):
+        super().__init__()
+        self.width = config.d_model
+
+
+class ToyForCausalLM(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        config = vllm_config.model_config.hf_config
+        self.decoder = ToyDecoder(config.decoder, prefix="decoder")
+'''
+
+CONFIG = '''# GENERATED for tests/unit/test_vllm_sweep_config.py, in vLLM's configs' style
+from transformers import PreTrainedConfig
+
+
+class ToyTextConfig(PreTrainedConfig):
+    def __init__(self, dim: int = 2048, ff_dim: int = 8192, max_crops: int = 12,
+                 use_bias: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.dim = dim
+        self.ff_dim = ff_dim
+        self.hidden_size = dim
+        self.intermediate_size = ff_dim
+'''
+
+
+@pytest.fixture
+def sweep():
+    spec = importlib.util.spec_from_file_location("vllm_sweep_under_test", SWEEP)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def model(tmp_path):
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    configs = tmp_path / "vllm" / "transformers_utils" / "configs"
+    models.mkdir(parents=True)
+    configs.mkdir(parents=True)
+    (models / "toy.py").write_text(MODEL)
+    (configs / "toy.py").write_text(CONFIG)
+    return models / "toy.py"
+
+
+def test_a_key_the_file_indexes_or_the_class_lists_stays_a_list(sweep, model):
+    tree = ast.parse(model.read_text())
+    got = sweep._listed({"moe_num_experts": 8, "moe_intermediate_size": 128, "hidden_size": 256,
+                         "layers": 2}, {"moe_intermediate_size": [1536, 512, 7]}, tree)
+    assert got["moe_num_experts"] == [8, 8]            # indexed [0] and [1]
+    assert got["moe_intermediate_size"] == [128, 128, 128]   # the class default's length
+    assert got["hidden_size"] == 256                   # read plainly: stays a number
+    assert got["layers"] == 2                          # self.layers[3] is not a config read
+
+
+def test_a_vllm_config_class_stores_its_names_as_standard_keys(sweep, model):
+    got = sweep._vllm_config_keys(model, ast.parse(model.read_text()))
+    # dim is stored as hidden_size (TINY 256), ff_dim as intermediate_size (TINY 512);
+    # max_crops keeps its default; a bool default is not a size
+    assert got == {"dim": 256, "ff_dim": 512, "max_crops": 12}
+
+
+def test_a_sub_config_handed_to_a_class_naming_its_config_class(sweep, model):
+    got = sweep._sub_configs(ast.parse(model.read_text()))
+    assert set(got) == {"decoder"}
+    # BartConfig stores hidden_size as d_model (its attribute_map): TINY's 256
+    assert got["decoder"]["d_model"] == 256
+    assert got["decoder"]["model_type"] == "bart"
+
+
+def test_the_family_config_joins_the_three(sweep, model):
+    cfg = sweep.family_config(model)        # no transformers class for ToyForCausalLM
+    assert cfg["dim"] == 256 and cfg["decoder"]["d_model"] == 256
+    assert cfg["moe_num_experts"] == [8, 8] and cfg["hidden_size"] == 256
