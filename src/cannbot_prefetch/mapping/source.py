@@ -81,27 +81,29 @@ class ModelSource:
     def file_of(self, cls: str) -> str:
         return self.classes[cls][0]
 
+    def _chain(self, cls: str):
+        """`cls`'s class info, then its first base the source defines, and so on; each class once.
+        A name can point back into its own chain (vLLM's llama_eagle.py defines
+        `class LlamaDecoderLayer(BaseLlamaDecoderLayer)` beside llama.py's LlamaDecoderLayer,
+        one name for both), so the walk stops at a class it has seen instead of looping."""
+        info, seen = self.classes.get(cls), set()
+        while info is not None and id(info) not in seen:
+            seen.add(id(info))
+            yield info
+            info = next((self.classes[b.split(".")[-1]] for b in info[1].bases
+                         if b.split(".")[-1] in self.classes), None)
+
     def method(self, cls: str, name: str) -> Method | None:
-        info = self.classes.get(cls)
-        while info is not None:
+        for info in self._chain(cls):
             m = info[1].methods.get(name)
             if m is not None:
                 return m
-            nxt = None
-            for b in info[1].bases:
-                if b.split(".")[-1] in self.classes:
-                    nxt = self.classes[b.split(".")[-1]]
-                    break
-            info = nxt
         return None
 
     def method_owner(self, cls: str, name: str) -> str:
-        info = self.classes.get(cls)
-        while info is not None:
+        for info in self._chain(cls):
             if name in info[1].methods:
                 return info[1].name
-            info = next((self.classes[b.split(".")[-1]] for b in info[1].bases
-                         if b.split(".")[-1] in self.classes), None)
         return cls
 
 

@@ -67,3 +67,68 @@ def test_planned_when_the_folder_is_the_model_source(tmp_path):
     o = by["o_proj"]          # in the subclass's own attention, after q_proj
     assert (o.insert.cls, o.insert.anchor_call, o.insert.position) == \
         ("SubAttention", "self.q_proj", "after")
+
+
+# GENERATED for this test in vLLM's style (llama_eagle.py's pattern): the subclass takes its
+# base's name, the base imported under an alias, so one name stands for both classes.
+_SAME_NAME_BASE = '''
+import torch
+from torch import nn
+from vllm.model_executor.layers.linear import MergedColumnParallelLinear, RowParallelLinear
+
+
+class TinyLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.up = MergedColumnParallelLinear(config.hidden_size, [config.intermediate_size] * 2)
+        self.down = RowParallelLinear(config.intermediate_size, config.hidden_size)
+
+    def forward(self, x):
+        return self.down(self.up(x))
+'''
+_SAME_NAME_SUB = '''
+import torch
+from torch import nn
+from .base_layer import TinyLayer as BaseTinyLayer
+
+
+class TinyLayer(BaseTinyLayer):
+    def __init__(self, config, flag: bool = False):
+        super().__init__(config)
+        self.flag = flag
+
+
+class TinyDraft(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layers = nn.ModuleList([TinyLayer(config) for _ in range(2)])
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+'''
+
+
+def test_a_subclass_named_like_its_base_does_not_loop(tmp_path):
+    """vLLM 0.34's llama_eagle.py analyzed as a user would ran for 13 minutes of CPU without an
+    answer: `class LlamaDecoderLayer(BaseLlamaDecoderLayer)` with the base imported from
+    llama.py under an alias made the base walk of ModelSource.method return to the class it
+    started from. The walk now visits each class once: a method no class in the chain defines
+    is None, at once (an alarm fails the test instead of hanging it)."""
+    import signal
+    (tmp_path / "base_layer.py").write_text(_SAME_NAME_BASE)
+    (tmp_path / "draft.py").write_text(_SAME_NAME_SUB)
+
+    def _hung(*_):
+        raise TimeoutError("the base-class walk did not end")
+    old = signal.signal(signal.SIGALRM, _hung)
+    signal.alarm(20)
+    try:
+        ms = load_model_source(tmp_path / "draft.py", dict(CFG), "config.json", tp=2)
+        owner = ms.method_owner("TinyLayer", "no_such_method")
+        assert ms.method("TinyLayer", "no_such_method") is None
+        assert owner == "TinyLayer"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
