@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from cannbot_prefetch.cli import app
 from cannbot_prefetch.plan import load_plan
-from cannbot_prefetch.plan.schema import ENV_SWITCH
+from cannbot_prefetch.contract.plan import ENV_SWITCH
 from cannbot_prefetch.verify.stub import stub_torch_npu
 
 torch = pytest.importorskip("torch")

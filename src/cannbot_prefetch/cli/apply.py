@@ -54,7 +54,7 @@ def _render(changes, lang: str, err, out, done: bool = False) -> None:
                   box=box.SIMPLE_HEAVY)
     for key in ("site", "target", "where", "dep", "size", "tokens", "status"):
         table.add_column(col[key], overflow="fold")
-    from ..plan.schema import decode_guard_text  # the plan package only when a table is shown
+    from ..contract.plan import decode_guard_text  # the plan's leaf only when a table is shown
 
     for s in plan.sites:
         ins = s.insert

@@ -4,7 +4,7 @@ Plan, every field checked), store.py (YAML files, atomic writes), build.py (wind
 sizing -> Plan; its steps in options.py, size.py, sites.py, manual.py, design_inputs.py) and
 design.py (the design document).
 
-Only the schema is re-exported here: every stage reads plans, while build.py imports the
+Only the schema (the leaf contract/plan.py's values, schema.py's plain-data form) is re-exported here: every stage reads plans, while build.py imports the
 upstream stages and must not be pulled in by them (`from cannbot_prefetch.plan.build import ...`).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..atomic import write_atomic
 from ..contract import grammar   # the field grammar (contract/grammar.py), where callers found it
-from .schema import (
+from ..contract.plan import (
     MAPPINGS,
     CALL_FORMS,
     MODES,
@@ -31,9 +31,8 @@ from .schema import (
     Site,
     Switch,
     Target,
-    plan_to_dict,
-    sha256_file,
 )
+from .schema import plan_to_dict, sha256_file
 from .store import dump_plan, load_plan, resolve_source, save_plan
 from .validate import plan_from_dict
 

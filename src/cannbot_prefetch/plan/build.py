@@ -48,7 +48,8 @@ from . import attribution, phase
 from .design_inputs import DesignInputs, SiteView, hw_dict, profile_dict, sig_dict
 from .manual import manual_views
 from .options import PlanOptions, with_defaults
-from .schema import Plan, Switch, sha256_file
+from ..contract.plan import Plan, Switch
+from .schema import sha256_file
 from .size import hbm_bps, size_mapped
 from .sites import select, site_of, unique_ids
 from .switch_reach import unreachable_notes

@@ -13,7 +13,7 @@ from ..fmt import mib, mib_number, number, size_text
 from ..i18n import localize, texts
 from .design_inputs import DesignInputs, SiteView
 from .picture import links, pictures
-from .schema import ENV_SIZE, ENV_SWITCH, call_form, decode_guard_text
+from ..contract.plan import ENV_SIZE, ENV_SWITCH, call_form, decode_guard_text
 from .ranks_design import rank_lines
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from ..mapping import Mapped
 from ..sizing import Sized
 from ..windows import Candidate, Rejection
-from .schema import Plan, Site
+from ..contract.plan import Plan, Site
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..policy import Policy
-from .schema import CALL_FORMS, MODES
+from ..contract.plan import CALL_FORMS, MODES
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The plan's plain-data form (`plan_to_dict`, what store.py writes as YAML) and the source
-hash; the values themselves live in the leaf contract/plan.py and are re-exported here.
+hash; the values themselves live in the leaf contract/plan.py (plan/__init__ re-exports them).
 
 Reading and validating a plan (once, on load, with the key path in the error) is validate.py,
 the files (load, save, atomic writes) store.py.
@@ -13,31 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..contract.plan import (  # noqa: F401  (re-exported: plan/ is where callers found them)
-    CALL_FORMS,
-    DEFAULT_CALL,
-    ENV_SIZE,
-    ENV_SWITCH,
-    MAPPINGS,
-    MODES,
-    PLAN_VERSION,
-    POSITIONS,
-    SCOPES,
-    SIZE_KEY,
-    STATUSES,
-    Basis,
-    Cap,
-    Guard,
-    Insert,
-    Join,
-    Plan,
-    Saving,
-    Site,
-    Switch,
-    Target,
-    call_form,
-    decode_guard_text,
-)
+from ..contract.plan import Cap, Plan, Site
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -17,7 +17,8 @@ from ..roofline.verdict import verdict_for
 from ..sizing import Sized
 from ..windows import Candidate, Rejection
 from .options import PlanOptions
-from .schema import Guard, Site, Target, sha256_file
+from ..contract.plan import Guard, Site, Target
+from .schema import sha256_file
 from .size import size_mapped
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from .. import yaml_safe
 from ..atomic import write_atomic
 from ..errors import PlanError
-from .schema import Plan, plan_to_dict
+from ..contract.plan import Plan
+from .schema import plan_to_dict
 from ..policy import Policy
 from .validate import plan_from_dict
 

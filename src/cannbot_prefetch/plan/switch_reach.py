@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .schema import ENV_SWITCH
+from ..contract.plan import ENV_SWITCH
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..mapping.source import ModelSource
-    from .schema import Site, Switch
+    from ..contract.plan import Site, Switch
 
 
 def unreachable_notes(ms: "ModelSource", sites: "tuple[Site, ...]", switch: "Switch") -> list[str]:

@@ -11,7 +11,7 @@ from .. import __version__
 from ..errors import PlanError
 from ..policy import Policy
 from ..contract import grammar
-from .schema import (CALL_FORMS, MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
+from ..contract.plan import (CALL_FORMS, MAPPINGS, MODES, PLAN_VERSION, POSITIONS, SCOPES, STATUSES, Basis, Cap, Guard,
                      Insert, Join, Plan, Saving, Site, Switch, Target)
 
 class _Reader:

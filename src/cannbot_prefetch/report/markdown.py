@@ -15,7 +15,7 @@ from .build import ReportData
 from ..fmt import size_text
 from .md_common import ACTION_NAMES, BANNER_NAMES, OVERALL, SIGNAL_NAMES, _T, _f, _stat
 from .md_validations import _item6
-from ..plan.schema import decode_guard_text
+from ..contract.plan import decode_guard_text
 
 
 def render(d: ReportData, lang: str, files: dict[str, str]) -> str:

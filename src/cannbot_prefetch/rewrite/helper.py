@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from ..plan import CALL_FORMS, MODES, call_form, grammar
-from ..plan.schema import ENV_SIZE, ENV_SWITCH, SIZE_KEY
+from ..contract.plan import ENV_SIZE, ENV_SWITCH, SIZE_KEY
 
 HELPER_NAME = "_cannbot_prefetch.py"
 # the ops a captured graph holds for a prefetch (verify looks for these names)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..plan import Plan, Site, grammar
-from ..plan.schema import decode_guard_text
+from ..contract.plan import decode_guard_text
 from .graph import is_prefetch, order_problem
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..errors import InputError
 from ..plan import Plan
-from ..plan.schema import ENV_SWITCH
+from ..contract.plan import ENV_SWITCH
 from .checks import Check, call_with, expected_weights, failed_run
 
 

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from cannbot_prefetch.plan.schema import ENV_SIZE, ENV_SWITCH, Switch
+from cannbot_prefetch.contract.plan import ENV_SIZE, ENV_SWITCH, Switch
 from cannbot_prefetch.rewrite.helper import helper_source
 from cannbot_prefetch.verify.stub import stub_torch_npu
 

@@ -11,7 +11,7 @@ import types
 
 import pytest
 
-from cannbot_prefetch.plan.schema import ENV_SWITCH
+from cannbot_prefetch.contract.plan import ENV_SWITCH
 from cannbot_prefetch.rewrite.engine import rewrite_source
 from cannbot_prefetch.rewrite.helper import helper_source
 from cannbot_prefetch.verify.routes import route_checks
@@ -103,7 +103,7 @@ def test_user_factory_skips_the_config_route_saying_what_to_set(model_module):
 
 def test_analyze_notes_the_site_the_config_cannot_reach(tmp_path):
     from cannbot_prefetch.mapping.source import load_model_source
-    from cannbot_prefetch.plan.schema import Switch
+    from cannbot_prefetch.contract.plan import Switch
     from cannbot_prefetch.plan.switch_reach import unreachable_notes
 
     (tmp_path / "gen_model.py").write_text(SRC)
