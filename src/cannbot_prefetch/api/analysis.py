@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..i18n import said
 from ..policy import Policy
 from ..status import Status
+from ..contract.plan import SWITCH_KEY
 
 if TYPE_CHECKING:      # the types only: importing them here would load polars at `--help`
     import tempfile
@@ -26,6 +27,7 @@ if TYPE_CHECKING:      # the types only: importing them here would load polars a
 
 Progress = Callable[..., None]     # progress(catalog key, **params), told each slow stage
 DEFAULT_OUT = "cannbot-prefetch"   # analyze --out
+DEFAULT_SWITCH = SWITCH_KEY         # analyze --switch
 
 
 def _quiet(key: str, **params: Any) -> None:
@@ -148,12 +150,15 @@ class Analysis:
              call: str | None = None, max_sites: int | None = None, max_size_cap: int | None = None,
              src_map: Sequence[tuple[str, str]] = (), top: int = 10,
              lookback: int | None = None, out: str | None = DEFAULT_OUT,
-             lang: str = "en", progress: Progress | None = None) -> "Planned":
+             switch: str = DEFAULT_SWITCH, lang: str = "en",
+             progress: Progress | None = None) -> "Planned":
         """Windows -> mapping -> sizing -> Plan against `model_src` (a file, folder or module
         name). `targets` (CLASS.ATTR): manual mode; `window`: one dependency for every target,
         or one per target in the same order. `out`: the folder the plan will be saved in (its
         target paths are relative to it); `call`: direct | side_stream (None: the mode's
-        default, docs/rewrite.md "Call form"); nothing is written here."""
+        default, docs/rewrite.md "Call form"); `switch`: the dotted config key that turns the
+        sites on (`additional_config.enable_prefetch` for vllm-ascend, docs/rewrite.md "The
+        switch per serving engine"); nothing is written here."""
         (progress or _quiet)("progress.plan")
         if self.ranks is not None and self.roofline is not None and not targets:
             pipeline.measure_rank_windows(self.roofline, self.ranks, top, lookback, self.policy)
@@ -164,7 +169,7 @@ class Analysis:
             dtype=dtype, mode=mode, call=call, max_sites=max_sites,
             max_size_cap=max_size_cap, src_map=src_map,
             lang=lang, top=top, out_dir=None if out is None else str(Path(out)),
-            cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks)
+            cmo_bw_gbps=self.cmo_bw_gbps, ranks=self.ranks, config_path=switch)
         plan, design, rejections = pipeline.build_plan(self.roofline, self.info, self.hardware,
                                                        model_src, model_config, popts,
                                                        self.policy)
@@ -272,7 +277,7 @@ class Planned:
 _LOAD_OPTIONS = ("rank", "run", "step", "steps", "hardware", "hbm_bw_tbps", "peak_tflops",
                  "cmo_bw_gbps", "policy")
 _PLAN_OPTIONS = ("model_config", "targets", "window", "tp", "moe_tp", "experts_per_rank", "dtype",
-                 "mode", "call", "max_sites", "max_size_cap", "src_map", "lookback", "out", "lang")
+                 "mode", "call", "max_sites", "max_size_cap", "src_map", "lookback", "out", "switch", "lang")
 
 
 def analyze(profile=None, *, model_src: str | None = None, progress: Progress | None = None,

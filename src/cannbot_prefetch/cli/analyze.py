@@ -81,6 +81,7 @@ def analyze(
     max_sites: Annotated[Optional[int], typer.Option("--max-sites", help="Sites to plan (default 1: one target first).")] = None,
     max_size_cap: Annotated[Optional[int], typer.Option("--max-size-cap", help="User cap on max_size, bytes.")] = None,
     out: Annotated[str, typer.Option(help="Output folder for the plan and design document.")] = "cannbot-prefetch",
+    switch: Annotated[str, typer.Option("--switch", help="Config key that turns the prefetches on, dotted: enable_prefetch (top of the model's config), additional_config.enable_prefetch (vllm-ascend's additional config), custom_params.enable_prefetch (a runner's YAML). CANNBOT_PREFETCH=1 in the environment works with any key.")] = "enable_prefetch",
     json_out: JsonOpt = False,
     lang: LangOpt = "en",
     debug: DebugOpt = False,
@@ -113,7 +114,7 @@ def analyze(
                 experts_per_rank=experts_per_rank, targets=tuple(target),
                  window=window[0] if len(window) == 1 else tuple(window) or None,
                 dtype=dtype, mode=mode, call=call, max_sites=max_sites, max_size_cap=max_size_cap,
-                out=out,
+                out=out, switch=switch,
                 lang=lang, progress=tick)
         written = result.save() if isinstance(result, Planned) else []
         return result, result.to_json(written)

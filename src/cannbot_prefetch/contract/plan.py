@@ -136,11 +136,16 @@ ENV_SWITCH = "CANNBOT_PREFETCH"        # 1 / 0; wins over the config
 ENV_SIZE = "CANNBOT_PREFETCH_SIZE"     # "0.7" or "site-a=0.7,site-b=1048576"
 SIZE_KEY = "prefetch_size"             # config key beside the switch's key: sizes
 
+# The config key that turns the sites on, unless analyze --switch names another (a dotted path:
+# vllm-ascend's `additional_config.enable_prefetch`, a runner YAML's `custom_params.enable_prefetch`).
+SWITCH_KEY = "enable_prefetch"
+
+
 @dataclass(frozen=True)
 class Switch:
-    name: str = "enable_prefetch"
+    name: str = SWITCH_KEY
     default: bool = False
-    config_path: str = "enable_prefetch"   # e.g. custom_params.enable_prefetch
+    config_path: str = SWITCH_KEY   # e.g. additional_config.enable_prefetch, custom_params.enable_prefetch
     config_file: str | None = None         # YAML runner config to add the key to, if any
 
     @property

@@ -94,7 +94,8 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L.append("- " + t["labelled"].format(label=t["switch_readers"],
                                              text=", ".join(f"`{c}.__init__`" for c in readers)))
     L += ["", t["switch"].format(name=sw.name, path=sw.config_path, env=ENV_SWITCH,
-                                 size_path=sw.size_path, env_size=ENV_SIZE),
+                                 size_path=sw.size_path, env_size=ENV_SIZE,
+                                 route=_switch_route(sw.config_path, t)),
           _mode_line(d.plan, t), ""]
 
     L += [f"## {t['sizes']}", ""]
@@ -249,3 +250,11 @@ def _mode_line(plan, t) -> str:
     form, default = plan.call_form, call_form(plan.mode)
     why = t["call_default"] if form == default else t["call_chosen"].format(default=default)
     return t["mode_line"].format(mode=plan.mode, call=form, what=t[f"call_{form}"], why=why)
+
+
+def _switch_route(path: str, t: dict[str, str]) -> str:
+    """How a serving engine's user sets a nested key (`design.switch_route.<parent>`: vllm-ascend's
+    `additional_config`, a runner's `custom_params`); '' for a key without a known parent."""
+    parent, _, key = path.rpartition(".")
+    text = t.get(f"switch_route.{parent}")
+    return text.format(key=key) if text else ""

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..policy import Policy
-from ..contract.plan import CALL_FORMS, MODES
+from ..contract.grammar import is_dotted
+from ..contract.plan import CALL_FORMS, MODES, SWITCH_KEY
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class PlanOptions:
     out_dir: str | None = None             # plan folder: target files are written relative to it
     cmo_bw_gbps: float | None = None
     min_window_us: float | None = None
-    config_path: str = "enable_prefetch"   # switch key path read from the model's config
+    config_path: str = SWITCH_KEY          # --switch: the dotted config key of the switch
     ranks: Any = None                      # --rank all: ranks.CrossRank (targets and windows
                                            # that hold on every rank); None for one rank
     policy: Policy | None = None           # the run's Policy: set by with_defaults, so every
@@ -62,6 +63,9 @@ def with_defaults(o: PlanOptions, pol: Policy) -> PlanOptions:
         raise InputError(f"--experts-per-rank must be at least 1, not {o.experts_per_rank}")
     if o.moe_tp < 1:
         raise InputError(f"--moe-tp must be at least 1, not {o.moe_tp}")
+    if not is_dotted(o.config_path):
+        raise InputError(f"--switch must be a dotted config key (identifiers joined by '.', e.g. "
+                         f"additional_config.enable_prefetch), not {o.config_path!r}")
     if o.lang not in ("en", "zh"):
         raise InputError(f"--lang must be en or zh, not {o.lang!r}")
     return replace(o, mode=mode, max_sites=max_sites, policy=pol,

@@ -49,6 +49,8 @@ class VllmConfig:
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     quant_config: Any = None
     parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
+    # platform plugins' own options (vllm-ascend's `--additional-config '{...}'`): a plain dict
+    additional_config: dict = field(default_factory=dict)
 
 
 _CURRENT = VllmConfig()
