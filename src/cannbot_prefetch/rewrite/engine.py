@@ -107,7 +107,7 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
     # form"); ge_graph has no side stream
     if mode != "ge_graph":
         j = pl.join
-        lines = join_lines(view, j.cls, j.method, j.where, switch)
+        lines = join_lines(view, j.cls, j.method, j.position, switch)
         if isinstance(lines, str):
             return Problem(MISSING if " is not defined in this file" in lines else UNSAFE, lines)
     return res
@@ -161,9 +161,9 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     if _side_stream(mode, call):      # check_site made sure each join has a safe place
         for site, _ in placements:
             j = site.join
-            key = (j.cls, j.method, j.where)
+            key = (j.cls, j.method, j.position)
             if key not in joins:
-                joins[key] = join_lines(view, j.cls, j.method, j.where, switch)
+                joins[key] = join_lines(view, j.cls, j.method, j.position, switch)
     if not placements:
         out.code = bom + base
         return out
@@ -210,7 +210,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     done: set[tuple[str, str, str]] = set()
     for site, _ in placements:
         j = site.join
-        key = (j.cls, j.method, j.where)
+        key = (j.cls, j.method, j.position)
         if not _side_stream(mode, call) or key in done:
             continue
         done.add(key)

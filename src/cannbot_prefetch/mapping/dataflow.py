@@ -1,6 +1,6 @@
-"""The values a statement of the model source consumes and produces, as placement needs them:
-the local a call reads (the dependency before it), the names a statement assigns (after it),
-and the calls inside a statement in the order they run."""
+"""Data flow through one statement of the model source, as placement needs it: the local a
+call reads (the dependency before it), the names a statement assigns (after it), and the calls
+inside a statement in the order they run."""
 
 from __future__ import annotations
 
