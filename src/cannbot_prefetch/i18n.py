@@ -6,29 +6,42 @@ placeholders. `Msg(key, **params)` is a `str` (its English text) that remembers 
 layer can raise `InputError(Msg(...))` and the CLI prints it in the user's language.
 
 Which parts stay English is written down in docs/cli.md ("Languages").
+
+The catalog is read when this module is imported, into `CATALOG`, a read-only constant (with
+the patterns `localize` matches, compiled from it then too): the program's own text, like its
+source, not a setting of a run and not a cache filled later. Why not a catalog passed down from
+each command's start: 29 modules write its sentences (178 call sites, a `Msg` raised from deep
+inside a stage, report tables built from it at import), and no caller chooses another catalog.
+`cannbot --help` does not import this module (0.08 s CPU before and after,
+benchmarks/bench_startup.py); a command that writes text read the catalog before too, and now
+also compiles `localize`'s patterns at import (about 0.015 s CPU).
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .settings import configs_dir, load_yaml
 
 LANGS = ("en", "zh")
 
 
-@lru_cache(maxsize=None)
-def catalog() -> dict[str, dict[str, str]]:
-    """configs/messages.yaml as {key: {lang: text}} (loaded once, on first use)."""
-    from .settings import configs_dir, load_yaml
-
+def _read_catalog() -> Mapping[str, Mapping[str, str]]:
+    """configs/messages.yaml as a read-only {key: {lang: text}}."""
     data = load_yaml(configs_dir() / "messages.yaml")
-    return {str(k): {str(lang): str(text) for lang, text in v.items()} for k, v in data.items()}
+    return MappingProxyType({str(k): MappingProxyType({str(lang): str(text)
+                                                       for lang, text in v.items()})
+                             for k, v in data.items()})
+
+
+CATALOG = _read_catalog()
 
 
 def t(key: str, lang: str = "en", **params: Any) -> str:
     """The text of `key` in `lang` (English when that language lacks it), formatted."""
-    entry = catalog()[key]
+    entry = CATALOG[key]
     text = entry.get(lang) or entry["en"]
     return text.format(**params) if params else text
 
@@ -36,7 +49,7 @@ def t(key: str, lang: str = "en", **params: Any) -> str:
 def texts(prefix: str, lang: str = "en") -> dict[str, str]:
     """Every unformatted text under `prefix.` as {short key: text} (table headers and the like)."""
     cut = len(prefix) + 1
-    return {k[cut:]: v.get(lang) or v["en"] for k, v in catalog().items()
+    return {k[cut:]: v.get(lang) or v["en"] for k, v in CATALOG.items()
             if k.startswith(prefix + ".")}
 
 
@@ -44,7 +57,7 @@ def pairs(prefix: str) -> dict[str, tuple[str, str]]:
     """Every entry under `prefix.` as {code: (English, Chinese)}: for code -> text tables
     (report outcomes, actions, reasons) that keep both languages side by side."""
     cut = len(prefix) + 1
-    return {k[cut:]: (v["en"], v.get("zh") or v["en"]) for k, v in catalog().items()
+    return {k[cut:]: (v["en"], v.get("zh") or v["en"]) for k, v in CATALOG.items()
             if k.startswith(prefix + ".") and "." not in k[cut:]}
 
 
@@ -88,10 +101,10 @@ def said(key: str, **params: Any) -> str:
     return t(key, "en", **params)
 
 
-@lru_cache(maxsize=None)
-def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+def _compile_templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+    """The entries under `prefix` as patterns a stored English sentence fully matches."""
     out = []
-    for key, entry in catalog().items():
+    for key, entry in CATALOG.items():
         if not key.startswith(prefix):
             continue
         en = entry["en"]
@@ -114,11 +127,15 @@ def _templates(prefix: str) -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple(sorted(out, key=lambda p: -len(p[0].pattern.replace("*?", "*"))))
 
 
-@lru_cache(maxsize=None)
-def _phrases() -> tuple[tuple[re.Pattern[str], str], ...]:
-    found = [(v["en"], v.get("zh") or v["en"]) for k, v in catalog().items() if k.startswith("phrase.")]
+def _compile_phrases() -> tuple[tuple[re.Pattern[str], str], ...]:
+    found = [(v["en"], v.get("zh") or v["en"]) for k, v in CATALOG.items() if k.startswith("phrase.")]
     return tuple((re.compile(r"\b" + re.escape(en) + r"\b"), zh)
                  for en, zh in sorted(found, key=lambda p: -len(p[0])))
+
+
+# the two families `localize` re-words (whole sentences, then parameters) and the fixed phrases
+_TEMPLATES = MappingProxyType({p: _compile_templates(p) for p in ("said.", "part.")})
+_PHRASES = _compile_phrases()
 
 
 def _whole(param: str) -> bool:
@@ -134,12 +151,12 @@ def _whole(param: str) -> bool:
 def _is_said(param: str) -> bool:
     """A parameter that is itself a stored sentence ("mte2 0.90 >= 0.8 ...; AI 50 < ridge 184"
     inside a note) is one piece, whatever marks it holds."""
-    return any(pattern.fullmatch(param) for pattern, _ in _templates("said."))
+    return any(pattern.fullmatch(param) for pattern, _ in _TEMPLATES["said."])
 
 
 def _reword(text: str, prefixes: tuple[str, ...], lang: str) -> str | None:
     for prefix in prefixes:
-        for pattern, zh in _templates(prefix):
+        for pattern, zh in _TEMPLATES[prefix]:
             m = pattern.fullmatch(text)
             if m and all(_whole(v) or _is_said(v) for v in m.groupdict().values()):
                 got = m.groupdict()
@@ -181,6 +198,6 @@ def localize(text: Any, lang: str, part: bool = False) -> Any:
         return t("joined.about", lang, who=who, what=localize(what, lang))
     if "; " in text:
         return t("joined.sentences", lang).join(str(localize(p, lang, part)) for p in text.split("; "))
-    for pattern, zh in _phrases():
+    for pattern, zh in _PHRASES:
         text = pattern.sub(zh, text)
     return text

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +31,3 @@ def load_yaml(path: Path, what: str = "YAML file") -> Any:
     from .yaml_safe import load_file
 
     return load_file(path, what, MAX_YAML_BYTES)
-
-
-@lru_cache(maxsize=None)
-def op_classes() -> dict[str, Any]:
-    """configs/op_classes.yaml: MatMul-family types, window / memory-heavy / communication rules."""
-    return load_yaml(configs_dir() / "op_classes.yaml")

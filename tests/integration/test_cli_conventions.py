@@ -184,14 +184,14 @@ def test_progress_only_on_a_terminal(monkeypatch):
 
 
 def test_analyze_reports_each_stage(tmp_path):
-    from cannbot_prefetch.i18n import catalog
+    from cannbot_prefetch.i18n import CATALOG
     from cannbot_prefetch import analyze
 
     seen = []
     analyze(str(EXAMPLE / "profile"), out=str(tmp_path),
             progress=lambda key, **kw: seen.append(key))
     assert seen == ["progress.load", "progress.roofline"]
-    assert all(k in catalog() for k in seen)
+    assert all(k in CATALOG for k in seen)
 
 
 # ---------------------------------------------------------------------------------- model src

@@ -25,7 +25,7 @@ def _fields(text: str) -> set[str]:
 
 
 def test_every_entry_has_both_languages_with_the_same_placeholders():
-    cat = i18n.catalog()
+    cat = i18n.CATALOG
     assert len(cat) > 50
     for key, entry in cat.items():
         assert set(entry) == {"en", "zh"}, key
@@ -44,7 +44,7 @@ def _keys_named_in_code() -> set[tuple[str, str]]:
 
 
 def test_every_key_named_in_the_code_exists():
-    cat = i18n.catalog()
+    cat = i18n.CATALOG
     named = _keys_named_in_code()
     assert len(named) > 30
     for fn, key in named:
@@ -105,7 +105,7 @@ def test_every_reason_code_has_a_line_in_both_languages():
     from cannbot_prefetch import reasons
 
     codes = {v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, str)}
-    cat = i18n.catalog()
+    cat = i18n.CATALOG
     assert codes and all(f"reason.{c}" in cat for c in codes), \
         sorted(c for c in codes if f"reason.{c}" not in cat)
 
@@ -129,7 +129,7 @@ def test_every_stored_sentence_is_written_from_the_catalog():
     """One definition: each `said.*` / `part.*` entry is the text the code writes (`said(...)`),
     so a Chinese document can always find the entry an English sentence came from."""
     code = "\n".join(p.read_text(encoding="utf-8") for p in SRC.rglob("*.py"))
-    keys = [k for k in i18n.catalog() if k.startswith(("said.", "part."))]
+    keys = [k for k in i18n.CATALOG if k.startswith(("said.", "part."))]
     assert len(keys) > 20
     for key in keys:
         assert f'"{key}"' in code, key

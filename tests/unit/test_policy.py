@@ -37,6 +37,7 @@ START = {
     ("hardware/calibration.py", "measure_host"),
     ("report/run.py", "read_report"),
     ("verify/factory.py", "build"),
+    ("mapping/source.py", "load_model_source"),  # the model source read alone (its tables)
 }
 
 
@@ -129,36 +130,26 @@ def test_the_policy_given_to_the_start_reaches_the_windows(loads):
     assert loads[0] == 1          # only the `shipped` above
 
 
-# module-level caches left: each holds one shipped, read-only file (or a pure function of its
-# argument), never state of a run, never keyed by an object's id
-SHIPPED_DATA_CACHES = {
-    ("settings.py", "op_classes"),             # configs/op_classes.yaml
-    ("roofline/families.py", "default_rules"),  # its matmul_family section, compiled
-    ("profiling/stacks.py", "_framework"),      # its framework_frames patterns, compiled
-    ("profiling/stacks.py", "_first_in_text"),  # pure: a stack text -> its model frame
-    ("profiling/trace_events.py", "join_stack"),      # pure: a stack text, joined
-    ("profiling/trace_reader.py", "type_from_name"),  # pure: a kernel name -> its op type
-    ("i18n.py", "catalog"),                     # configs/messages.yaml
-    ("i18n.py", "_templates"),                  # its sentences as patterns, per prefix
-    ("i18n.py", "_phrases"),
-    ("mapping/evaluate/serving.py", "table"),   # configs/serving_layers.yaml
-    ("rewrite/markers.py", "own_lines"),        # pure: a source text -> the tool's lines in it
-}
+# Module-level caches and module state: none (tests/unit/test_no_module_state.py scans for
+# them); the shipped tables are sections of the Policy, see test_an_edited_table_is_read_by_the_next_call.
 
 
-def test_no_module_level_cache_holds_run_state():
-    found = set()
-    for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC).as_posix()
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.FunctionDef) and any(
-                    "cache" in ast.unparse(d) for d in node.decorator_list):
-                assert (rel, node.name) in SHIPPED_DATA_CACHES, f"{rel}: {node.name} is cached"
-                found.add((rel, node.name))
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                empty = ast.unparse(node.value) in ("{}", "dict()", "set()", "[]")
-                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    name = getattr(t, "id", "").lower()
-                    assert not (empty and ("cache" in name or "memo" in name or "seen" in name)), \
-                        f"{rel}: module-level {name} filled at run time"
-    assert found == SHIPPED_DATA_CACHES
+def test_an_edited_table_is_read_by_the_next_call(tmp_path, monkeypatch):
+    """A user who edits configs/op_classes.yaml between two library calls in one process sees
+    the edit: the tables are read where each analysis starts, never kept at module level.
+    The example profile (GENERATED, examples/llama3.2-1b-en) has 5 MatMulV3 signatures; with
+    MatMulV3 among `exclude_types` it has none."""
+    import shutil
+    from cannbot_prefetch import settings
+
+    configs = tmp_path / "configs"
+    shutil.copytree(settings.configs_dir(), configs)
+    monkeypatch.setattr(settings, "configs_dir", lambda: configs)
+    first = cp.Analysis.load(str(LLAMA / "profile"))
+    assert [(s.type, s.family) for s in first.signatures] == [("MatMulV3", "matmul")] * 5
+    table = configs / "op_classes.yaml"
+    text = table.read_text(encoding="utf-8")
+    assert text.count("exclude_types: [MemSet, '0']") == 1
+    table.write_text(text.replace("exclude_types: [MemSet, '0']",
+                                  "exclude_types: [MemSet, '0', MatMulV3]"), encoding="utf-8")
+    assert cp.Analysis.load(str(LLAMA / "profile")).signatures == ()

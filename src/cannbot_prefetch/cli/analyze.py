@@ -168,7 +168,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from ..i18n import catalog, localize, t, texts
+    from ..i18n import CATALOG, localize, t, texts
 
     # Piped output gets a width that fits the table instead of Rich's 80-column default.
     con = make_console()
@@ -238,7 +238,7 @@ def render(doc: dict, top: int, lang: str = "en") -> None:
     for r in doc.get("rejections", []):
         code = r.get("reason_code", "")
         reason = escape(str(localize(str(r.get("reason", "")), lang)))
-        if lang != "en" and f"reason.{code}" in catalog():   # the code's gloss, then the reason
+        if lang != "en" and f"reason.{code}" in CATALOG:   # the code's gloss, then the reason
             reason = t("analyze.not_planned_zh_detail", lang, gloss=t(f"reason.{code}", lang),
                        reason=reason)
         con.print(t("analyze.not_planned", lang, signature=escape(str(r.get("signature", ""))),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import keyword
 import re
 
+from .plan import POSITIONS
+
 # ASCII only: model code names its classes and attributes in ASCII, and Unicode identifiers
 # would let two different strings normalise to one name (NFKC).
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -84,19 +86,20 @@ def is_site_id(text: object) -> bool:
     return isinstance(text, str) and bool(SITE_ID.match(text)) and text not in RESERVED_TAGS
 
 
-def split_where(where: str) -> tuple[str, str]:
-    """`end` -> ("end", ""); `before:self.mlp` -> ("before", "self.mlp")."""
-    if where == "end":
+def split_position(spec: str) -> tuple[str, str]:
+    """A join's position (`Join.position`, the file's `join.where`) as (position, call):
+    `end` -> ("end", ""); `before:self.mlp` -> ("before", "self.mlp")."""
+    if spec == "end":
         return "end", ""
-    kind, sep, call = where.partition(":")
-    return (kind, call) if sep else (where, "")
+    position, sep, call = spec.partition(":")
+    return (position, call) if sep else (spec, "")
 
 
-def is_join_where(text: object) -> bool:
+def is_join_position(text: object) -> bool:
     if not isinstance(text, str):
         return False
-    kind, call = split_where(text)
-    return kind == "end" or (kind in ("before", "after") and is_anchor(call))
+    position, call = split_position(text)
+    return position == "end" or (position in POSITIONS and is_anchor(call))
 
 
 # field -> (check, what it must be): the fields that reach code
@@ -120,7 +123,7 @@ RULES = {
     "guard.expr": (is_dotted, "a local name or an attribute path"),
     "join.class": _IDENT_RULE,
     "join.method": _IDENT_RULE,
-    "join.where": (is_join_where, "end, before:<call> or after:<call>"),
+    "join.where": (is_join_position, "end, before:<call> or after:<call>"),
     "switch.name": _IDENT_RULE,
     "switch.config_path": _DOTTED,
 }
@@ -161,7 +164,7 @@ def site_problems(site) -> list[tuple[str, str]]:
               "target.weight_expr": t.weight_expr, "insert.class": i.cls,
               "insert.method": i.method, "insert.anchor_call": i.anchor_call,
               "dependency.expr": site.dependency, "join.class": j.cls, "join.method": j.method,
-              "join.where": j.where}
+              "join.where": j.position}
     out = [(k, msg) for k, v in values.items() if (msg := problem(k, v))]
     alt = alt_paths_problem(t.weight_expr, tuple(t.alt_weight_exprs), t.scope)
     if alt:

@@ -57,14 +57,16 @@ class Insert:
     cls: str             # class whose method receives the call (lowest common caller)
     method: str          # e.g. forward
     anchor_call: str     # the call the prefetch is placed around, e.g. self.mlp or self.o_proj
-    position: str        # before | after the statement holding anchor_call
+    position: str        # before | after the statement holding anchor_call (POSITIONS)
 
 
 @dataclass(frozen=True)
 class Join:
     cls: str
     method: str
-    where: str = "end"   # end | before:<call> | after:<call>  (eager / npugraph_ex side stream)
+    # end | before:<call> | after:<call> (eager / npugraph_ex side stream); the plan file's key
+    # is `join.where` (docs/contracts.md), the code's one name for "where it goes" is position
+    position: str = "end"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from ..legality.lookup import statement_ids
 from ..contract.plan import Insert, Join
 from ..pysource import call_name
 from .source import Hop, ModelSource
-from .values import post_calls
+from .dataflow import post_calls
 
 
 def after_chain(ms: ModelSource, wh: Hop, outs: list[str], wexpr: str, join: Join, file: str,

@@ -32,7 +32,6 @@ import libcst as cst
 
 from ..legality.kinds import value_problem
 from ..pysource import Method, code_of, dotted
-from .evaluate.serving import flat_tokens
 from .source import Hop, ModelSource
 
 FLAT = -1                    # a layout with no per-sequence dim
@@ -78,7 +77,7 @@ class _Trace:
         if depth == 0:
             if name not in _MODEL_INPUTS:
                 return None, f"'{name}' is an input of {hop.cls}.{hop.method} but not a token input"
-            if flat_tokens(self.ms):
+            if self.ms.serving.flat_tokens(self.ms.linears):
                 return FLAT, (f"'{name}' of {hop.cls}.{hop.method}: a serving engine's model "
                               "takes every sequence's tokens flat [num_tokens], no per-sequence dim")
             return 1, (f"'{name}', an input of {hop.cls}.{hop.method}, the model's forward: "

@@ -351,7 +351,7 @@ def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
     """The MatMul-family calls (linears) the forward pass runs between the insertion point and
     the target: the prefetch overlaps them and shares their HBM traffic. Manual mode lists them
     as risks, since without a profile nothing says whether they leave bandwidth free."""
-    from .values import call_node
+    from .dataflow import call_node
 
     ins = pl.insert
     m = ms.method(ins.cls, ins.method)
@@ -446,7 +446,7 @@ def held_calls(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
     MatMul start together). Cross-layer windows hold the rest of this layer and the next layer's
     calls before the target."""
     from .place import layer_depth
-    from .values import call_node
+    from .dataflow import call_node
 
     ins = pl.insert
     m = ms.method(ins.cls, ins.method)

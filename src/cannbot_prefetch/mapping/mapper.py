@@ -94,7 +94,7 @@ def _other_branch(ms: ModelSource, pl: Placement) -> tuple[int, int] | None:
     when the method calls the anchor in two branches (deepseek_v2's `if self.use_mha:
     self.self_attn(...) else: self.self_attn(..., llama_4_scaling)`): apply anchors on the first,
     which the model may never take. None when every call of it lies on one path."""
-    from .values import call_node
+    from .dataflow import call_node
 
     ins = pl.insert
     m = ms.method(ins.cls, ins.method)

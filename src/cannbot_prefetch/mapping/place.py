@@ -17,7 +17,7 @@ checks (`rewrite.engine.check_site`, legality's rule and more) have the last wor
 try each candidate placement, and each join point (`join_candidates`), until apply accepts one.
 
 Insertions go only into the files the user named (`ModelSource.primary`); files loaded because
-the model imports them are read, never edited. values.py reads a statement's inputs and outputs;
+the model imports them are read, never edited. dataflow.py reads a statement's inputs and outputs;
 after_step.py places after an if/else or a tuple unpack.
 """
 
@@ -33,7 +33,7 @@ from ..contract.plan import Insert, Join
 from .after_step import after_chain, after_unpack
 from .refs import module_paths
 from .source import Event, LinearAttr, ModelSource
-from .values import call_node, carrier_first, input_of, outputs_of, stmt_at
+from .dataflow import call_node, carrier_first, input_of, outputs_of, stmt_at
 
 
 def join_candidates(pl: Placement) -> Iterator[Join]:

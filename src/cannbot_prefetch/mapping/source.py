@@ -17,9 +17,12 @@ from typing import Any
 import libcst as cst
 
 from ..errors import InputError, SourceError
+from ..policy import Policy
+from ..profiling.stacks import Frames
 from ..pysource import ClassInfo, Method, SourceView, parse_view
 from .config import config_aliases, derive_config_keys
 from .evaluate import LinearAttr, scan_linears
+from .evaluate.serving import ServingLayers
 from .structure import scan_structure, wanted_names
 
 __all__ = ["Event", "Hop", "LinearAttr", "ModelSource", "load_model_source", "source_files"]
@@ -55,6 +58,8 @@ class ModelSource:
     classes: dict[str, tuple[str, ClassInfo]]     # name -> (file, info)
     config: dict[str, Any]
     config_path: str
+    serving: ServingLayers      # the run's serving-layer table (policy.serving_layers)
+    frames: Frames              # which stack frame is the model's (policy.op_classes)
     tp: int = 1
     moe_tp: int = 1
     linears: dict[tuple[str, str], LinearAttr] = field(default_factory=dict)
@@ -171,12 +176,15 @@ def _module_file(importer: Path, source: str, roots: list[Path], bound: Path) ->
 
 
 def load_model_source(model_src: str | Path, config: dict[str, Any], config_path: str = "",
-                      tp: int = 1, moe_tp: int = 1, *, follow_imports: int = 3) -> ModelSource:
+                      tp: int = 1, moe_tp: int = 1, *, follow_imports: int = 3,
+                      policy: Policy | None = None) -> ModelSource:
     """Parse the model source; classes it imports from files of its own project (relative
     imports in its folder, absolute ones under the project root) are loaded too, up to
     `follow_imports` levels, as read-only context: base classes, submodules, weights.
     `tp` / `moe_tp`: the ranks the profiled deployment splits dense linears / experts over;
-    weight dims are evaluated per rank (evaluate/, roles.py)."""
+    weight dims are evaluated per rank (evaluate/, roles.py). `policy`: the run's (its
+    serving-layer and framework-frame tables); the shipped one when None (a caller running
+    mapping alone)."""
     if tp < 1:
         raise InputError(f"--tp must be at least 1, not {tp}")
     if moe_tp < 1:
@@ -189,7 +197,11 @@ def load_model_source(model_src: str | Path, config: dict[str, Any], config_path
         files[str(f)] = view
         for name, info in view.classes.items():
             classes.setdefault(name, (str(f), info))
-    ms = ModelSource(files, classes, config, config_path, tp, moe_tp, primary={str(f) for f in primary})
+    policy = policy or Policy.load()
+    ms = ModelSource(files, classes, config, config_path,
+                     serving=ServingLayers.of(policy.serving_layers),
+                     frames=Frames.of(policy.op_classes), tp=tp, moe_tp=moe_tp,
+                     primary={str(f) for f in primary})
     src = Path(model_src)
     folder = (src if src.is_dir() else src.parent).resolve()
     root = enclosing_project(folder)

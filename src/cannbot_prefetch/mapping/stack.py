@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..errors import InputError
-from ..profiling.stacks import is_framework_frame
 from .source import ModelSource
 
 _FRAME = re.compile(r"^\s*(?P<file>.+?)\((?P<line>\d+)\)\s*:?\s*(?P<func>[^;]*)$")
@@ -101,7 +100,7 @@ def _match_file(frame_file: str, ms: ModelSource, src_map) -> str | None:
         ms.real_files = {_real(f): f for f in reversed(ms.files)}
     if real in ms.real_files:
         return ms.real_files[real]
-    if is_framework_frame(path):
+    if ms.frames.is_framework(path):
         return None           # torch's own frames (linear.py, module.py) are never the model
     for f in ms.files:
         n = _suffix_len(path, f)

@@ -151,7 +151,8 @@ def _targets(roofline, opts: PlanOptions, pol: Policy, cfg: dict[str, Any]):
     from ..roofline.verdict import split_targets
 
     signatures = list(select_top(roofline, opts.top))
-    per_step = phase.query_lengths(roofline.table, cfg, opts.tp)
+    per_step = phase.query_lengths(roofline.table, cfg, opts.tp,
+                                   attention_ops=pol.op_classes.get("attention_ops") or {})
     decode, rejections = [], []
     for s in signatures:
         q, how = phase.signature_query_len(roofline.table, s, per_step)
@@ -173,7 +174,7 @@ def _targets(roofline, opts: PlanOptions, pol: Policy, cfg: dict[str, Any]):
 def _source(model_src, config, opts: PlanOptions, pol: Policy):
     """(config, its path, ModelSource, Mapper): what mapping knows of the model."""
     cfg, cfg_path = _config(config, model_src)
-    ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp)
+    ms = load_model_source(model_src, cfg, cfg_path, opts.tp, opts.moe_tp, policy=pol)
     ms.switch_name = pol["plan"].get("switch_name", "enable_prefetch")
     return cfg, cfg_path, ms, Mapper(ms, parse_src_map(opts.src_map), mode=opts.mode,
                                     policy=pol)

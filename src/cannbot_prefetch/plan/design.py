@@ -23,7 +23,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
     t = texts("design", d.lang)
     def loc(text):   # a stored English sentence in the document's language
         return localize(text, d.lang)
-    pos = texts("design.pos", d.lang)
+    positions = texts("design.position", d.lang)
     L: list[str] = [f"# {t['title']}", "", t["status"], "",
                     t["mode_auto"] if d.mode == "auto" else t["mode_manual"], ""]
     hw = d.hardware
@@ -68,7 +68,7 @@ def render_design(d: DesignInputs, plan_name: str = "prefetch_plan.yaml") -> str
         L.append(f"- `{v.site.id}`" + t["tagged"].format(tag=t["planned"] if v.planned else t["listed"])
                  + _window_text(v, t))
         i = v.site.insert
-        L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, pos=pos[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
+        L.append(f"  {t['insert_line'].format(cls=i.cls, method=i.method, anchor=i.anchor_call, position=positions[i.position], dep=v.site.dependency, weight=v.site.target.weight_expr)}")
         if v.site.target.alt_weight_exprs:
             L.append("  " + t["alt_paths"].format(
                 paths=", ".join(f"`{p}`" for p in v.site.target.alt_weight_exprs)))

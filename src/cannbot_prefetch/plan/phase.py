@@ -13,16 +13,14 @@ the MatMul stands in, and the reason says so.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Mapping
 
 import polars as pl
 
 from ..roofline.shapes import parse_shapes
-from ..settings import op_classes
 
 
-def _names(key: str) -> frozenset[str]:
-    sec = (op_classes() or {}).get("attention_ops") or {}
+def _names(sec: Mapping[str, Any], key: str) -> frozenset[str]:
     return frozenset(str(x).lower() for x in sec.get(key) or [])
 
 
@@ -56,10 +54,12 @@ def seq_len(dims: tuple[int, ...], heads: set[int], head_dim: int | None) -> int
     return None
 
 
-def query_lengths(table: Any, cfg: dict[str, Any], tp: int = 1) -> dict[Any, int]:
-    """Per step: the largest query length its attention ops show."""
+def query_lengths(table: Any, cfg: dict[str, Any], tp: int = 1, *,
+                  attention_ops: Mapping[str, Any]) -> dict[Any, int]:
+    """Per step: the largest query length its attention ops show. `attention_ops`: the run's
+    configs/op_classes.yaml `attention_ops` (`policy.op_classes`)."""
     df = table.df
-    names, decode = _names("types"), _names("decode")
+    names, decode = _names(attention_ops, "types"), _names(attention_ops, "decode")
     if df.height == 0 or not (names | decode):
         return {}
     att = df.filter(pl.col("type").str.to_lowercase().is_in(list(names | decode)))

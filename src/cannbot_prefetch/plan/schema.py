@@ -33,7 +33,7 @@ def _site_to_dict(s: Site) -> dict[str, Any]:
         "insert": {"class": i.cls, "method": i.method, "anchor_call": i.anchor_call,
                    "position": i.position},
         "dependency": {"expr": s.dependency},
-        "join": {"class": j.cls, "method": j.method, "where": j.where},
+        "join": {"class": j.cls, "method": j.method, "where": j.position},
         "max_size": s.max_size,
         "basis": {"dims": list(s.basis.dims), "dtype_bytes": s.basis.dtype_bytes,
                   "coefficient": s.basis.coefficient, "formula": s.basis.formula,

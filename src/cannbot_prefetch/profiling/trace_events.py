@@ -17,7 +17,6 @@ each reader counts it as damage instead of losing it silently.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -292,9 +291,9 @@ def threads(events: list[Event], keep) -> dict:
     return {k: nest(v) for k, v in by_thread.items()}
 
 
-@functools.lru_cache(maxsize=8192)   # a trace repeats the same few stacks every step
 def join_stack(text: str | None) -> str | None:
-    """`a(1): f;\\r\\nb(2): g` -> `a(1): f;b(2): g`."""
+    """`a(1): f;\\r\\nb(2): g` -> `a(1): f;b(2): g` (its callers keep the answers of one read:
+    a trace repeats the same few stacks every step)."""
     if not text:
         return None
     frames = [f.strip() for f in str(text).replace("\r", "").split(";")]

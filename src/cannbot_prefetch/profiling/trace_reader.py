@@ -9,7 +9,6 @@ spans there say (trace_launch.py: launch op, `Call stack`, `ProfilerStep#N`) is 
 
 from __future__ import annotations
 
-import functools
 import re
 from pathlib import Path
 
@@ -61,16 +60,18 @@ def trace_stacks(path: Path, max_bytes: int) -> pl.DataFrame | None:
     starts, names, codes, ops, stacks = found
     df = pl.DataFrame({"start_ns": pl.Series(starts, dtype=pl.Int64),
                        "name": pl.Series(names, dtype=pl.Utf8),
-                       "type": pl.Series(list(map(type_from_name, names)), dtype=pl.Utf8),
+                       "type": pl.Series(_types_of(names), dtype=pl.Utf8),
                        "stack": _gathered(stacks, codes),
                        "launch_op": pl.Series(ops, dtype=pl.Utf8)})
     return (drop_memset(df)[0].select("start_ns", "stack", "launch_op")
             .unique("start_ns", keep="first", maintain_order=True))
 
 
-def _shown(launched: tuple) -> tuple:
-    code, op, dims, step = launched
-    return code, op, join_stack(dims), step
+def _types_of(names: list) -> list:
+    """`type_from_name` of each name, worked out once per distinct name (a trace has a few
+    hundred names over 10^5 kernels)."""
+    kinds = {n: type_from_name(n) for n in set(names)}
+    return [kinds[n] for n in names]
 
 
 def _gathered(stacks, codes: list) -> pl.Series:
@@ -87,6 +88,10 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
     rows: list[tuple] = []
     bad, samples = 0, []
     names, starts, durs, index, args = x.name, x.start, x.dur_us, x.index, x.args
+    # per distinct kernel name and input-dims text, worked out once for this read (a trace
+    # repeats a few hundred of each every step)
+    kinds: dict[str, str | None] = {}
+    joined: dict[str | None, str | None] = {}
     for r in kernels:
         name = names[r]
         why = x.bad[r]
@@ -99,11 +104,17 @@ def _ascend_rows(trace: Trace, source: str, path: Path) -> ReadResult:
         stream = id_arg(a, "Physic Stream Id")
         if stream is None:
             stream = id_arg(a, "Stream Id")
-        kind = type_from_name(name)
+        kind = kinds.get(name, kinds)
+        if kind is kinds:
+            kind = kinds[name] = type_from_name(name)
+        code, op, dims, step = launch(starts[r])
+        shown = joined.get(dims, joined)
+        if shown is joined:
+            shown = joined[dims] = join_stack(dims)
         task = text_arg(a, "Task Type")
         rows.append((index[r], name, kind, task if task else None, starts[r], durs[r],
                      None if stream is None else str(stream), to_int64(id_arg(a, "Task Id")),
-                     to_int64(id_arg(a, "Model Id")), *_shown(launch(starts[r]))))
+                     to_int64(id_arg(a, "Model Id")), code, op, shown, step))
     host_bad = [r for r, why in enumerate(x.bad) if why is not None
                 and x.pid[r] not in hardware and x.cat[r] in HOST]
     rows += _communication_rows(trace)
@@ -205,7 +216,6 @@ def launcher(trace: Trace):
     return launch, stacks
 
 
-@functools.lru_cache(maxsize=8192)    # asked per kernel; a trace has a few hundred names
 def type_from_name(name: str) -> str | None:
     """aclnn kernels are `<api>_<tiling>_<OpType>`: the last part is the op type."""
     parts = name.split("_")

@@ -178,7 +178,7 @@ def _item4(d: ReportData, t, w) -> None:
     w("|---|---|---|---|---|---|---|")
     for s in d.plan.sites:
         w(f"| `{s.id}` | `{md(s.target.file)}` | `{s.insert.cls}.{s.insert.method}` | {s.insert.position} "
-          f"`{s.insert.anchor_call}` | `{s.target.weight_expr}` | `{s.join.cls}.{s.join.method}` {s.join.where} | "
+          f"`{s.insert.anchor_call}` | `{s.target.weight_expr}` | `{s.join.cls}.{s.join.method}` {s.join.position} | "
           f"`{decode_guard_text(s)}` |")
     w("")
     w(t.k('report.md.inserted_code_carries_the_marker_cannbot', p0=d.plan_path))

@@ -25,7 +25,8 @@ import polars as pl
 from ..policy import Policy
 from ..profiling.table import Profile
 from .sites import measure_site, signature_key
-from .streams import choose_compute_stream, cmo_per_step, critical_path, norm_col, stream_uses
+from .streams import (choose_compute_stream, cmo_per_step, critical_path, norm_col,
+                      prefetch_tasks, stream_uses)
 from .measurements import ProfileMeasure
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,14 +98,16 @@ def measure_profile(profile: Profile, plan: "Plan", label: str, *, roofline=None
         roofline = classify(profile.table, resolve(None, profile.info, policy=policy),
                             policy=policy)
     df = (roofline.table.df.with_row_index("_ix").sort("start_ns", maintain_order=True)
-          .with_columns(pl.col("step").fill_null(-1).alias("_sk")))
-    per, _ = timeline(df, roofline.signatures, default_rules(policy),
+          .with_columns(pl.col("step").fill_null(-1).alias("_sk"),
+                        prefetch_tasks(policy.op_classes.get("prefetch_tasks") or ()).alias("_cmo")))
+    rules = default_rules(policy)
+    per, _ = timeline(df, roofline.signatures, rules,
                       hbm_bps=getattr(roofline.hardware, "hbm_bw_bytes_per_s", None))
     info = profile.info
     steps = _steps_of(df)
     l2 = _l2_table(l2_cache)
     hits_by_site = [measure_site(site, per, roofline.signatures, df, steps, lookback, l2,
-                                 _l2_of_rows) for site in plan.sites]
+                                 _l2_of_rows, rules.frames) for site in plan.sites]
     preferred = [m.stream for m in hits_by_site if m.found and m.stream is not None]
     compute = choose_compute_stream(df, preferred)
     step_stat, step_src = critical_path(df, steps, compute, step_times)

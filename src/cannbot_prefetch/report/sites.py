@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import polars as pl
 
 from ..i18n import said
-from ..roofline.families import family_of
 from ..windows import call_sites
 from .measurements import SiteMeasure, Stat
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..plan import Site
+    from ..profiling.stacks import Frames
 
 
 def norm_dtypes(text: str | None) -> str:
@@ -54,7 +54,8 @@ def matching_signatures(signatures: Sequence[Any], sig: dict[str, Any]) -> tuple
     exact = [s.sig_id for s in same if (s.type or "").lower() == typ]
     if exact:
         return exact, "signature"
-    other = [s.sig_id for s in same if family_of(s.type)]
+    # a roofline signature's family is the one classify gave its type (the run's op_classes)
+    other = [s.sig_id for s in same if s.family]
     return (other, "shapes") if other else ([], "")
 
 
@@ -94,11 +95,13 @@ def _window(seq, j: int, wanted: list[str], reach: int) -> tuple[float, float, l
 
 
 def measure_site(site: "Site", per, signatures, df: pl.DataFrame, steps: list, lookback: int,
-                 l2, l2_of_rows) -> SiteMeasure:
+                 l2, l2_of_rows, frames: "Frames") -> SiteMeasure:
+    """One plan site on the timeline `per`; `frames`: the timeline's rules' (call sites are
+    told apart as analyze told them)."""
     ev = site.evidence or {}
     sig = ev.get("signature") if isinstance(ev.get("signature"), dict) else {}
     ids, how = matching_signatures(signatures, sig)
-    groups = call_sites(per, ids) if ids else []
+    groups = call_sites(per, ids, frames) if ids else []
     if not groups:
         return SiteMeasure(site.id, False, note=said("said.no_kernel", sig=(
             f"{sig.get('type', '?')} {sig.get('input_shapes', '?')} {sig.get('dtypes', '')}")))

@@ -14,13 +14,13 @@ from typing import Sequence
 import polars as pl
 
 from ..profiling.table import end_ns
-from ..settings import op_classes
 from .measurements import Stat, StreamUse
 
 
-def _prefetch_tasks() -> pl.Expr:
-    """Rows that are CMO / prefetch tasks (configs/op_classes.yaml `prefetch_tasks`)."""
-    rx = "(?i)" + "|".join(f"(?:{p})" for p in (op_classes() or {}).get("prefetch_tasks") or [])
+def prefetch_tasks(patterns: Sequence[str]) -> pl.Expr:
+    """Rows that are CMO / prefetch tasks (the run's configs/op_classes.yaml `prefetch_tasks`):
+    the caller adds it as the `_cmo` column the per-step spans below count."""
+    rx = "(?i)" + "|".join(f"(?:{p})" for p in patterns)
     return pl.col("type").fill_null("").str.contains(rx) | pl.col("name").fill_null("").str.contains(rx)
 
 
@@ -77,9 +77,9 @@ def step_times_from_trace(step_times: pl.DataFrame | None, steps: Sequence[int |
 
 
 def _spans(df: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """Per group: first start, last end (ns), busy us, kernels, longest kernel, CMO kernels / us."""
-    cmo = _prefetch_tasks()
-    return (df.with_columns(_end_ns(df).alias("_end"), cmo.alias("_cmo"))
+    """Per group: first start, last end (ns), busy us, kernels, longest kernel, CMO kernels / us
+    (`_cmo`: `prefetch_tasks`, added by the caller)."""
+    return (df.with_columns(_end_ns(df).alias("_end"))
             .group_by(by).agg(pl.col("start_ns").min().alias("t0"), pl.col("_end").max().alias("t1"),
                               pl.col("dur_us").sum().alias("busy"), pl.len().alias("n"),
                               pl.col("dur_us").max().alias("longest"),

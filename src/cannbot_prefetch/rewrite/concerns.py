@@ -14,7 +14,7 @@ import libcst as cst
 
 from ..legality import Location
 from ..legality.reach import guard_path, target_refs
-from ..plan import Site, Switch, grammar
+from ..plan import POSITIONS, Site, Switch, grammar
 from ..pysource import ClassInfo, Method, SourceView, Stmt, call_name, code_of, dotted
 from .markers import ALIAS
 
@@ -191,7 +191,7 @@ def _runs_module(call: cst.Call) -> bool:
     return any(code_of(a.value).startswith("self.") for a in call.args)
 
 
-def join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
+def join_lines(view: SourceView, cls_name: str, method_name: str, join_position: str,
                 switch: Switch) -> list[tuple[int, str, str]] | str:
     cls = view.classes.get(cls_name)
     if cls is None:
@@ -202,7 +202,7 @@ def join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
     code = _render(cst.Expr(_call(f"{ALIAS}.join", _flag(cls, switch))))
     if not isinstance(m.node.body, cst.IndentedBlock):
         return f"join method {cls_name}.{method_name} is a one-line method: no line to join at"
-    if where == "end":
+    if join_position == "end":
         for s in m.stmts:
             if s.is_return and any(_runs_module(c) for c in s.calls):
                 return (f"join at the end of {cls_name}.{method_name}: line {s.start} computes its "
@@ -214,17 +214,17 @@ def join_lines(view: SourceView, cls_name: str, method_name: str, where: str,
         if not top or not top[-1].is_return:
             out.append((m.end + 1, m.body_indent, code))
         return out
-    kind, call = grammar.split_where(where)
-    if kind not in ("before", "after") or not grammar.is_anchor(call):
-        return f"join.where '{where}' must be end, before:<call> or after:<call>"
+    position, call = grammar.split_position(join_position)
+    if position not in POSITIONS or not grammar.is_anchor(call):
+        return f"join.where '{join_position}' must be end, before:<call> or after:<call>"
     s = _stmt_with_call(m, call)
     if s is None:
         return f"join anchor {call} is not called in {cls_name}.{method_name}"
-    if kind == "after" and s.is_return:
+    if position == "after" and s.is_return:
         return (f"join.where after:{call}: {call} is called inside `return` in "
                 f"{cls_name}.{method_name}, so nothing runs after it (the join would be dead "
                 f"code); use before:{call}, or join in the caller")
-    return [(s.start if kind == "before" else s.end + 1, s.indent, code)]
+    return [(s.start if position == "before" else s.end + 1, s.indent, code)]
 
 
 def _is_a(view: SourceView, cls: str, goal: str) -> bool:

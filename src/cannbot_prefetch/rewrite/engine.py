@@ -28,8 +28,8 @@ from ..legality import MISSING, UNSAFE, Location, Placement, Problem, TargetRef,
 from ..plan import Site, Switch, call_form, grammar
 from ..pysource import ClassInfo, SourceView, parse_view
 from .concerns import guard_problem, import_lines, join_lines, link_lines, site_lines, switch_lines
-from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, has_markers,
-                      own_lines, split_bom, strip_markers)
+from .markers import (IMPORT_TAG, JOIN_TAG, LINK_TAG, MARKER, SWITCH_TAG, own_lines,
+                      split_bom, strip_own)
 
 def _side_stream(mode: str, call: str | None) -> bool:
     """Whether the plan issues on a side stream (and so joins it): plan `call`, else the mode's
@@ -107,7 +107,7 @@ def check_site(view: SourceView, pl: Placement, target: TargetRef, *, mode: str 
     # form"); ge_graph has no side stream
     if mode != "ge_graph":
         j = pl.join
-        lines = join_lines(view, j.cls, j.method, j.where, switch)
+        lines = join_lines(view, j.cls, j.method, j.position, switch)
         if isinstance(lines, str):
             return Problem(MISSING if " is not defined in this file" in lines else UNSAFE, lines)
     return res
@@ -132,8 +132,9 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     if bad:
         raise SiteErrors(bad)
     bom, body = split_bom(code)
-    out = RewriteOutput(code=code, had_markers=has_markers(code))
-    base = strip_markers(body)
+    own = own_lines(body)            # the tool's lines already there, read once
+    out = RewriteOutput(code=code, had_markers=bool(own))
+    base = strip_own(body, own)
     view = parse_view(base, {c for s in sites for c in (s.target.cls, s.insert.cls, s.join.cls)})
     out.existing = [ExistingCall(ln, where, c) for ln, where, c in view.prefetch_calls]
 
@@ -161,9 +162,9 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     if _side_stream(mode, call):      # check_site made sure each join has a safe place
         for site, _ in placements:
             j = site.join
-            key = (j.cls, j.method, j.where)
+            key = (j.cls, j.method, j.position)
             if key not in joins:
-                joins[key] = join_lines(view, j.cls, j.method, j.where, switch)
+                joins[key] = join_lines(view, j.cls, j.method, j.position, switch)
     if not placements:
         out.code = bom + base
         return out
@@ -210,7 +211,7 @@ def rewrite_source(code: str, sites: list[Site] | tuple[Site, ...], *, mode: str
     done: set[tuple[str, str, str]] = set()
     for site, _ in placements:
         j = site.join
-        key = (j.cls, j.method, j.where)
+        key = (j.cls, j.method, j.position)
         if not _side_stream(mode, call) or key in done:
             continue
         done.add(key)
@@ -259,10 +260,11 @@ def _check_output(new: str, base: str, inserts, applied: list[str]) -> None:
     except (SyntaxError, ValueError) as exc:
         raise UnsafeOutput(f"the rewritten code does not parse ({exc}): nothing written",
                            tags) from None
-    if strip_markers(new) != base or len(own_lines(new)) != len(inserts):
+    own = own_lines(new)            # `new` has no BOM (the engine rewrites the body)
+    if strip_own(new, own) != base or len(own) != len(inserts):
         raise UnsafeOutput("the rewritten code would not revert to the original byte for byte: "
                            "nothing written", tags)
-    own_rows = {i + 1: tag for i, tag in own_lines(new)}
+    own_rows = {i + 1: tag for i, tag in own}
     dead = set()
     for node in ast.walk(tree):
         for name in ("body", "orelse", "finalbody"):

@@ -8,7 +8,6 @@ analyze's checks read markers without the code generator.
 
 from __future__ import annotations
 
-import functools
 import io
 import re
 import tokenize
@@ -62,9 +61,9 @@ def _one_line_statements(code: str) -> set[int] | None:
     return rows
 
 
-@functools.lru_cache(maxsize=16)
 def own_lines(code: str) -> tuple[tuple[int, str], ...]:
-    """(0-based line index, tag) of every line the tool wrote (code without a BOM)."""
+    """(0-based line index, tag) of every line the tool wrote (code without a BOM). Not
+    memoised: a caller that needs it twice for one text keeps the answer (`strip_own`)."""
     if MARKER not in code:
         return ()
     rows = _one_line_statements(code)
@@ -90,10 +89,15 @@ def _drop_lines(code: str, drop: set[int]) -> str:
     return kept
 
 
+def strip_own(code: str, own: tuple[tuple[int, str], ...]) -> str:
+    """The code (without a BOM) without the lines `own` (its `own_lines`)."""
+    return _drop_lines(code, {i for i, _ in own})
+
+
 def strip_markers(code: str) -> str:
     """The source without any line the tool wrote."""
     bom, body = split_bom(code)
-    return bom + _drop_lines(body, {i for i, _ in own_lines(body)})
+    return bom + strip_own(body, own_lines(body))
 
 
 def has_markers(code: str) -> bool:

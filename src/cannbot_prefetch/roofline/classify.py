@@ -23,7 +23,7 @@ from ..i18n import said
 from ..profiling.table import MAIN_MEMORY_READ_KB, KernelTable, end_ns
 from ..policy import Policy
 from .cost import OpCost, cost_or_reason
-from .families import FamilyRules, default_rules
+from .families import FamilyRules, rules_of
 from .verdict import Verdict, analytic_verdict, gemm_verdict, hbm_share, verdict_why
 
 
@@ -109,11 +109,12 @@ class Roofline:
     notes: tuple[str, ...] = ()
 
 
-def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[str, Any]) -> SignatureCost:
+def _signature(sig_id: int, row: dict[str, Any], hw: HardwareProfile, pol: dict[str, Any],
+               rules: FamilyRules) -> SignatureCost:
     family = row["__family"]
     cost, reason = cost_or_reason(family, row["__type"], row["input_shapes"], row["input_dtypes"],
                                   row["input_formats"], row["output_shapes"], row["output_dtypes"],
-                                  row["output_formats"])
+                                  row["output_formats"], rules=rules)
     mean_us = float(row["mean_us"] or 0.0)   # 0.0 when no row has a duration
     mac, mte2 = row.get("mac"), row.get("mte2")
     notes: list[str] = []
@@ -259,8 +260,9 @@ def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
 def classify(table: KernelTable, hw: HardwareProfile, *, policy: Policy | None = None,
              rules: FamilyRules | None = None) -> Roofline:
     """Roofline of every MatMul-family signature in `table` on `hw`."""
-    pol = (policy or Policy.load())["verdict"]
-    rules = rules or default_rules()
+    policy = policy or Policy.load()
+    pol = policy["verdict"]
+    rules = rules or rules_of(policy)
     df = table.df
     # The hardware used (and how it was chosen) is in the JSON's `hardware` and its console line;
     # an assumption is warned about once, on stderr: no note repeats it.
@@ -301,7 +303,7 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: Policy | None =
                           for src, r in zip(row.pop("__src"), row.pop("__row"))]
         if step_us:
             row["share"] = float(row["total_us"] or 0.0) / step_us
-        sigs.append(_signature(int(row["sig_id"]), row, hw, pol))
+        sigs.append(_signature(int(row["sig_id"]), row, hw, pol, rules))
 
     pairs = groups.select(pl.col("sig_id").cast(pl.Int64), "__idx").explode("__idx")
     sig_col = pl.Series("sig_id", [None] * 0, dtype=pl.Int64).extend_constant(None, df.height)

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from ..hardware import peak_key
-from .families import WeightInput, default_rules
+from .families import FamilyRules, WeightInput
 from .shapes import (Dims, dtype_bytes, logical_dims, numel, parse_list, parse_shapes,
                      stored_bytes)
 
@@ -89,17 +89,20 @@ def _tensors(shapes: str | None, dtypes: str | None, formats: str | None) -> lis
 
 def op_cost(family: str, op_type: str | None, input_shapes: str | None, input_dtypes: str | None,
             input_formats: str | None, output_shapes: str | None = None,
-            output_dtypes: str | None = None, output_formats: str | None = None) -> OpCost | None:
-    """Cost of one MatMul-family signature; None when shapes are missing or unparseable."""
+            output_dtypes: str | None = None, output_formats: str | None = None, *,
+            rules: FamilyRules) -> OpCost | None:
+    """Cost of one MatMul-family signature; None when shapes are missing or unparseable.
+    `rules`: the run's families (`families.rules_of(policy)`: which input is the weight)."""
     cost, _ = cost_or_reason(family, op_type, input_shapes, input_dtypes, input_formats,
-                             output_shapes, output_dtypes, output_formats)
+                             output_shapes, output_dtypes, output_formats, rules=rules)
     return cost
 
 
 def cost_or_reason(family: str, op_type: str | None, input_shapes: str | None,
                    input_dtypes: str | None, input_formats: str | None,
                    output_shapes: str | None = None, output_dtypes: str | None = None,
-                   output_formats: str | None = None) -> tuple[OpCost | None, str]:
+                   output_formats: str | None = None, *,
+                   rules: FamilyRules) -> tuple[OpCost | None, str]:
     """(cost, "") or (None, why not) — the reason goes into the signature's note."""
     ins = _tensors(input_shapes, input_dtypes, input_formats)
     if ins is None:
@@ -110,7 +113,7 @@ def cost_or_reason(family: str, op_type: str | None, input_shapes: str | None,
     try:
         if family == "aten":
             return _aten(op_type or "", ins, y)
-        spec = default_rules().weight_input(op_type)
+        spec = rules.weight_input(op_type)
         x_at, w_at = spec.x, _weight_at(spec, ins)
         if family == "gmm":
             return _gmm(ins, y, x_at=x_at, w_at=w_at, n_from=spec.n_from)

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import InputError
-from ..settings import op_classes
+from ..policy import Policy
 
 
 @dataclass(frozen=True)
@@ -83,7 +82,7 @@ class FamilyRules:
 
 
 def rules_from(config: Any) -> FamilyRules:
-    if not isinstance(config, dict) or not isinstance(config.get("families"), dict):
+    if not isinstance(config, Mapping) or not isinstance(config.get("families"), Mapping):
         raise InputError("op_classes.yaml: matmul_family.families is missing or not a mapping")
     fams: dict[str, Any] = config["families"]
     order = tuple(config.get("order") or fams.keys())
@@ -107,9 +106,9 @@ def rules_from(config: Any) -> FamilyRules:
 
 def _weight_inputs(rows: Any) -> tuple[tuple[re.Pattern[str], WeightInput], ...]:
     out = []
-    for i, row in enumerate(rows if isinstance(rows, list) else []):
+    for i, row in enumerate(rows if isinstance(rows, (list, tuple)) else []):
         where = f"op_classes.yaml: matmul_family.weight_inputs[{i}]"
-        if not isinstance(row, dict) or not isinstance(row.get("types"), str):
+        if not isinstance(row, Mapping) or not isinstance(row.get("types"), str):
             raise InputError(f"{where}: needs a `types` regex")
         weight = row.get("weight", 1)
         if not (isinstance(weight, int) or weight == "largest"):
@@ -125,10 +124,7 @@ def _weight_inputs(rows: Any) -> tuple[tuple[re.Pattern[str], WeightInput], ...]
     return tuple(out)
 
 
-@lru_cache(maxsize=1)
-def default_rules() -> FamilyRules:
-    return rules_from((op_classes() or {}).get("matmul_family"))
-
-
-def family_of(op_type: str | None, name: str | None = None) -> str | None:
-    return default_rules().family_of(op_type, name)
+def rules_of(policy: Policy) -> FamilyRules:
+    """The run's MatMul families (its `op_classes` table, compiled): built where a stage
+    starts and handed down, never kept at module level."""
+    return rules_from(policy.op_classes.get("matmul_family"))

@@ -14,14 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from ..errors import InputError
 from ..fmt import mib
 from ..i18n import said
 from ..roofline.verdict import Verdict, pipe_verdict
 from ..policy import Policy
-from ..settings import op_classes
+from ..profiling.stacks import Frames
 from .types import COMM, HEAVY, LIGHT
 
 
@@ -37,6 +37,7 @@ class WindowRules:
     large_op_bytes: int
     large_op_us: float
     verdict: tuple[tuple[str, float], ...] = ()   # policy `verdict` thresholds
+    frames: Frames = field(default_factory=Frames)  # which stack frame is the model's (clusters)
     # kind_of's answers, owned by these rules (asked once per timeline op; a module dict keyed
     # by id() handed a freed object's answers to a new one that reused its id)
     _kinds: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -128,8 +129,9 @@ def _any(patterns: Iterable[re.Pattern[str]], text: str) -> bool:
     return any(p.search(text) for p in patterns)
 
 
-def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRules:
-    if not isinstance(config, dict):
+def rules_from(config: Mapping[str, Any] | None, pol: Any, frames: Frames | None = None
+               ) -> WindowRules:
+    if not isinstance(config, Mapping):
         raise InputError("op_classes.yaml: window_classes section is missing")
 
     def rx(key: str) -> tuple[re.Pattern[str], ...]:
@@ -148,10 +150,11 @@ def rules_from(config: dict[str, Any] | None, pol: dict[str, Any]) -> WindowRule
         light=rx("light"), large_op_bytes=int(w.get("large_op_bytes", 8 * 2**20)),
         large_op_us=float(w.get("large_op_us", 20.0)),
         verdict=tuple(sorted((k, float(v)) for k, v in (pol.get("verdict") or {}).items())),
-        norms=rx("norms"))
+        norms=rx("norms"), frames=frames or Frames())
 
 
 def default_rules(policy: Policy) -> WindowRules:
-    """The shipped window classes with the run's policy; the caller keeps the object (its
-    `kind_of` answers are cached on it)."""
-    return rules_from((op_classes() or {}).get("window_classes"), policy)
+    """The run's window classes (its `op_classes` table) with its thresholds; the caller keeps
+    the object (its `kind_of` answers are cached on it)."""
+    return rules_from(policy.op_classes.get("window_classes"), policy,
+                      Frames.of(policy.op_classes))

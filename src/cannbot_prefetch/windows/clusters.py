@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from ..profiling.stacks import first_model_frame
+from ..profiling.stacks import Frames
 
 
 def _period(codes: tuple[int, ...], is_mm: tuple[bool, ...]) -> tuple[int, int, int] | None:
@@ -122,17 +122,17 @@ def _unit(codes: tuple[int, ...], is_mm: tuple[bool, ...]) -> tuple[int, int] | 
     return p, _phase(codes, is_mm, p, start, start + span)
 
 
-def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]], int]],
-                                                 str]:
-    """Group instances by (call-site frame, rank within the layer), ordered by first seen; each
-    group with its rank. Returns (groups, note)."""
+def _cluster(per, inst, frames: Frames, units=None
+             ) -> tuple[list[tuple[list[tuple[tuple, int]], int]], str]:
+    """Group instances by (call-site frame: `frames.first_model`, rank within the layer),
+    ordered by first seen; each group with its rank. Returns (groups, note)."""
     units = units if units is not None else layer_units(per)
     groups: dict[tuple[str, int], list] = defaultdict(list)
     seen: dict[tuple, int] = defaultdict(int)
     note = ""
     for key, j in sorted(inst, key=lambda kj: (kj[0][0] is None, str(kj[0]), kj[1])):
         seq = per[key]
-        frame = first_model_frame(seq[j].stack) if seq[j].stack else ""
+        frame = frames.first_model(seq[j].stack) if seq[j].stack else ""
         pu = units.get(key)
         if pu is None:
             layer = 0
@@ -148,11 +148,11 @@ def _cluster(per, inst, units=None) -> tuple[list[tuple[list[tuple[tuple, int]],
     return out, note
 
 
-def call_sites(per, sig_ids) -> list[tuple[list[tuple[tuple, int]], int]]:
+def call_sites(per, sig_ids, frames: Frames) -> list[tuple[list[tuple[tuple, int]], int]]:
     """The call sites of the signatures `sig_ids` on a timeline (`find.timeline`), as
-    `find_windows` numbers them (Candidate.cluster indexes this list; each with its rank in the
+    `find_windows` numbers them with the same `frames` (its `WindowRules.frames`) (Candidate.cluster indexes this list; each with its rank in the
     layer): the report picks a plan site's instances with it."""
     want = set(sig_ids)
     inst = [(key, j) for key, seq in per.items() if key[1] is not None
             for j, op in enumerate(seq) if op.sig in want]
-    return _cluster(per, inst)[0] if inst else []
+    return _cluster(per, inst, frames)[0] if inst else []

@@ -380,7 +380,7 @@ def find_windows(table: KernelTable, targets: Sequence[Any], *, lookback: int | 
             rejs.append(Rejection(t.label, reasons.NO_SHAPES,
                                   "no instance of this signature on the timeline", t))
             continue
-        clusters, cnote = _cluster(per, inst, units)
+        clusters, cnote = _cluster(per, inst, rules.frames, units)
         if cnote:
             cluster_notes.add(cnote)
         for ci, (members, rank) in enumerate(clusters):

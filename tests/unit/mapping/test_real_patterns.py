@@ -50,7 +50,7 @@ def test_target_inside_return_is_planned_and_applied(modeling, tmp_path):
     in_mlp = [s for s in plan.sites if s.insert.cls == "GlmMLP"]
     assert [s.target.attr for s in in_mlp] == ["down_proj"]
     for s in in_mlp:
-        assert (s.join.cls, s.join.method, s.join.where) == \
+        assert (s.join.cls, s.join.method, s.join.position) == \
             ("GlmDecoderLayer", "forward", "after:self.mlp")
     out = rewrite_source(src.read_text(), plan.sites, mode=plan.mode, switch=plan.switch)
     assert out.refused == [] and sorted(out.applied) == sorted(s.id for s in plan.sites)

@@ -10,6 +10,9 @@ from types import SimpleNamespace
 import polars as pl
 
 from cannbot_prefetch.plan.phase import query_lengths, seq_len, signature_query_len
+from cannbot_prefetch.policy import Policy
+
+ATTENTION = Policy.load().op_classes["attention_ops"]    # the shipped configs/op_classes.yaml
 
 CFG = {"num_attention_heads": 32, "hidden_size": 2048, "head_dim": 64}
 
@@ -25,7 +28,7 @@ def test_a_steps_query_length_is_the_largest_its_attention_ops_show():
                 (1, "FusedInferAttentionScore", "1,32,128,64;1,8,4096,64", None),
                 (2, "FusedInferAttentionScore", "1,32,1,64;1,8,4096,64", None),
                 (2, "MatMulV2", "1,2048;2048,2048", 0)])
-    assert query_lengths(t, CFG) == {1: 128, 2: 1}
+    assert query_lengths(t, CFG, attention_ops=ATTENTION) == {1: 128, 2: 1}
 
 
 def test_a_signatures_query_length_is_the_largest_over_its_steps():

@@ -5,7 +5,19 @@ from __future__ import annotations
 import pytest
 
 from cannbot_prefetch import hardware
-from cannbot_prefetch.roofline.cost import cost_or_reason, op_cost
+from cannbot_prefetch.policy import Policy
+from cannbot_prefetch.roofline import cost
+from cannbot_prefetch.roofline.families import rules_of
+
+RULES = rules_of(Policy.load())      # the shipped op_classes.yaml families
+
+
+def op_cost(*args, **kw):
+    return cost.op_cost(*args, rules=RULES, **kw)
+
+
+def cost_or_reason(*args, **kw):
+    return cost.cost_or_reason(*args, rules=RULES, **kw)
 
 
 def matmul(shapes, out, dtypes="BF16;BF16", formats="ND;ND", family="matmul", op="MatMulV2",

@@ -19,7 +19,8 @@ from cannbot_prefetch import hardware
 from cannbot_prefetch.moe import measured_hit
 from cannbot_prefetch.profiling.load import load_profile
 from cannbot_prefetch.roofline import Verdict, classify
-from cannbot_prefetch.roofline.families import default_rules
+from cannbot_prefetch.policy import Policy
+from cannbot_prefetch.roofline.families import rules_of
 
 HEADER = ("Step Id,Device_id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,"
           "Start Time(us),Duration(us),Wait Time(us),Block Dim,Mix Block Dim,HF32 Eligible,"
@@ -64,7 +65,7 @@ def gmm_sig(tmp_path_factory):
 
 
 def test_the_table_names_the_weight_per_op_type():
-    rules = default_rules()
+    rules = rules_of(Policy.load())
     for t in ("MatMulV3", "BatchMatMulV2", "QuantBatchMatmulV3", "WeightQuantBatchMatmulV2",
               "GroupedMatmul", "MatmulAllReduce", "TransposeBatchMatMul"):
         assert rules.weight_input(t).weight == 1, t

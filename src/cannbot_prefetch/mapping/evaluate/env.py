@@ -14,7 +14,6 @@ import libcst as cst
 
 from ...pysource import Stmt, code_of, dotted
 from ..init_body import init_statements
-from .serving import layer_index_calls
 from .bounds import EVAL_ERRORS, MissingKey, Unsupported, bounded, modulo, plus, power, times
 from .functions import call_helper
 
@@ -265,7 +264,7 @@ class Env:
             return f(*vals) if fn not in ("sum", "len") else f(vals[0])
         if fn == "isinstance" and len(args) == 2:
             return self._isinstance(args[0].value, args[1].value)
-        if fn in layer_index_calls() and self.ms.layer_index is not None:
+        if fn in self.ms.serving.layer_index_calls and self.ms.layer_index is not None:
             return self.ms.layer_index     # vLLM: `layer_idx = extract_layer_index(prefix)`
         if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
             return self.ms.tp

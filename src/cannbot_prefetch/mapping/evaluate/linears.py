@@ -19,7 +19,6 @@ from ..roles import shard_experts, shard_linear
 from .bounds import EVAL_ERRORS, MissingKey
 from ..init_body import init_statements
 from .env import LAYER_INDEX, Env, bind_args, exec_assign, init_env
-from . import serving
 from .registered import registered_weights
 from .syntax import assign_value, callee_name, calls_in
 
@@ -27,14 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..source import ModelSource
 
 # constructor name -> how its weight dims follow from its arguments (out, in as [N, K]); the
-# serving engines' layers are configs/serving_layers.yaml (evaluate/serving.py)
-SERVING = {k for k, v in serving.table()["layers"].items() if v["kind"] != "fused_moe"}
-PLAIN = {"Linear", "Conv1D"}
-LINEARS = SERVING | PLAIN
+# serving engines' layers are configs/serving_layers.yaml (`ms.serving`: evaluate/serving.py),
+# and so are the fused-MoE layers whose class is not in the source (vLLM FusedMoE,
+# cann-recipes FusedMoEGMM): their weights by name, [E, 2*I/tp, H] and [E, H, I/tp]
+# (REFERENCE.md §7)
+PLAIN = frozenset({"Linear", "Conv1D"})
 PARAM_CTORS = {"empty", "zeros", "ones", "randn", "rand", "Tensor"}
-# fused-MoE layers whose class is not in the source (vLLM FusedMoE, cann-recipes FusedMoEGMM):
-# their weights by name, [E, 2*I/tp, H] and [E, H, I/tp] (REFERENCE.md §7)
-FUSED_MOE = {k for k, v in serving.table()["layers"].items() if v["kind"] == "fused_moe"}
+
+
+def _is_linear(ms: ModelSource, ctor: str) -> bool:
+    return ctor in PLAIN or ctor in ms.serving.linears
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def _layer_indexed(ms: ModelSource) -> bool:
     """Whether any constructor in the source takes a layer index (its shapes may then be read
     per layer, by it or by a submodule it hands a per-layer value to)."""
     if ms.layer_indexed is None:
-        calls = serving.layer_index_calls()
+        calls = ms.serving.layer_index_calls
         ms.layer_indexed = any(LAYER_INDEX.fullmatch(p) for _, info in ms.classes.values()
                                for p in (info.methods["__init__"].params
                                          if "__init__" in info.methods else ())) or any(
@@ -140,7 +141,7 @@ def _scan_once(ms: ModelSource, cls: str, file: str, init, site=None) -> dict:
         av = assign_value(s)
         if av is not None:
             attr, value = av
-            if isinstance(value, cst.Call) and callee_name(value) in FUSED_MOE \
+            if isinstance(value, cst.Call) and callee_name(value) in ms.serving.fused_moe \
                     and callee_name(value) not in ms.classes:
                 for lin in _fused_moe(ms, env, file, cls, attr, value, s.start):
                     out[(cls, lin.attr)] = lin
@@ -160,8 +161,8 @@ def _fused_moe(ms, env, file, cls, attr, call, line) -> list[LinearAttr]:
     """A fused-MoE layer known by name (vLLM FusedMoE / FusedMoEFactory, FusedMoEGMM):
     `<attr>.w13_weight`, `<attr>.w2_weight` (configs/serving_layers.yaml)."""
     try:
-        dims13, dims2 = serving.moe_dims(callee_name(call), call, env.eval, ms.moe_tp,
-                                         getattr(ms, "experts_per_rank", None))
+        dims13, dims2 = ms.serving.moe_dims(callee_name(call), call, env.eval, ms.moe_tp,
+                                            getattr(ms, "experts_per_rank", None))
         err, key = "", ""
     except MissingKey as exc:
         dims13 = dims2 = None
@@ -169,7 +170,7 @@ def _fused_moe(ms, env, file, cls, attr, call, line) -> list[LinearAttr]:
     except EVAL_ERRORS as exc:
         dims13 = dims2 = None
         err, key = f"shape not evaluable ({exc})", ""
-    w13, w2 = serving.moe_weights()
+    w13, w2 = ms.serving.moe_weights
     return [LinearAttr(file, cls, f"{attr}.{w13}", "FusedMoE", dims13, err, key, True, line),
             LinearAttr(file, cls, f"{attr}.{w2}", "FusedMoE", dims2, err, key, True, line)]
 
@@ -214,7 +215,7 @@ def _chosen(env: Env, value: cst.BaseExpression) -> cst.BaseExpression:
 def linear_kind(ms: ModelSource, name: str, depth: int = 0) -> str | None:
     """The known layer a constructor name is, through the source's own subclasses
     (`class FalconLinear(nn.Linear)` builds like nn.Linear)."""
-    if name in LINEARS:
+    if _is_linear(ms, name):
         return name
     if depth > 4 or name not in ms.classes:
         return None
@@ -329,13 +330,13 @@ def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
     if not isinstance(value, cst.Call):
         return None
     ctor = linear_kind(ms, callee_name(value)) or callee_name(value)
-    if ctor in LINEARS and callee_name(value) != ctor:
+    if _is_linear(ms, ctor) and callee_name(value) != ctor:
         value, env = _base_init_call(ms, env, cls, value)
     tp = ms.tp
     try:
-        if ctor in LINEARS:
-            if ctor in SERVING:
-                dims = serving.linear_dims(ctor, value, env.eval, tp)
+        if _is_linear(ms, ctor):
+            if ctor in ms.serving.linears:
+                dims = ms.serving.linear_dims(ctor, value, env.eval, tp)
             else:
                 k = env.eval(_arg(value, 0, "in_features", "input_size"))
                 n = env.eval(_arg(value, 1, "out_features", "output_size"))
@@ -358,13 +359,13 @@ def _linear_of(ms: ModelSource, env: Env, file: str, cls: str, attr: str,
                                       dtype_bytes=_declared_dtype(env, inner, value))
         return None
     except MissingKey as exc:
-        if ctor in LINEARS or ctor == "Parameter":
+        if _is_linear(ms, ctor) or ctor == "Parameter":
             return LinearAttr(file, cls, attr, ctor, None,
                               f"config key '{exc.key}' is missing", exc.key, ctor == "Parameter",
                               line)
         return None
     except EVAL_ERRORS as exc:
-        if ctor in LINEARS or (ctor == "Parameter" and env.nulls):
+        if _is_linear(ms, ctor) or (ctor == "Parameter" and env.nulls):
             why = (f"config key '{env.nulls[-1]}' is null" if env.nulls and
                    isinstance(exc, TypeError) else f"shape not evaluable ({exc})")
             return LinearAttr(file, cls, attr, ctor, None, why, env.nulls[-1] if env.nulls

@@ -1,29 +1,67 @@
 """Serving engines' layers (vLLM, vllm-ascend, SGLang) as linears: a weight's per-rank dims from
 the constructor's keyword or positional arguments, split by the layer's kind. The table (which
-argument is which, which kind splits what) is data: configs/serving_layers.yaml.
+argument is which, which kind splits what) is data: configs/serving_layers.yaml, read into the
+run's policy (`policy.serving_layers`) and held by the model source as `ServingLayers`.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import libcst as cst
 
-from ...settings import configs_dir, load_yaml
 from .bounds import Unsupported
 
 
-@lru_cache(maxsize=None)
-def table() -> dict[str, Any]:
-    """configs/serving_layers.yaml."""
-    return load_yaml(configs_dir() / "serving_layers.yaml")
+@dataclass(frozen=True)
+class ServingLayers:
+    """One run's serving-layer table (`policy.serving_layers`) and the name sets read from it."""
 
+    table: Mapping[str, Any]
+    linears: frozenset[str]            # layers sized as one linear (every kind but fused_moe)
+    fused_moe: frozenset[str]          # fused-MoE layers: their weights by name
+    layer_index_calls: frozenset[str]  # vLLM `extract_layer_index(prefix)`: the layer a
+    #                                    per-layer pass sizes
+    position_args: frozenset[str]      # token positions: never the value a linear consumes
+    moe_weights: tuple[str, str]       # the fused-MoE weights' names (w13, w2)
 
-def kind_of(ctor: str) -> str | None:
-    """The layer's kind (column, row, qkv, fused_moe, ...), None when it is not a serving layer."""
-    spec = table()["layers"].get(ctor)
-    return spec["kind"] if spec else None
+    @classmethod
+    def of(cls, table: Mapping[str, Any]) -> "ServingLayers":
+        layers = table["layers"]
+        w13, w2 = table["moe_weights"]
+        return cls(table,
+                   frozenset(k for k, v in layers.items() if v["kind"] != "fused_moe"),
+                   frozenset(k for k, v in layers.items() if v["kind"] == "fused_moe"),
+                   frozenset(table.get("layer_index_calls", ())),
+                   frozenset(table.get("position_args", ())), (w13, w2))
+
+    def kind_of(self, ctor: str) -> str | None:
+        """The layer's kind (column, row, qkv, fused_moe, ...), None when it is not a serving
+        layer."""
+        spec = self.table["layers"].get(ctor)
+        return spec["kind"] if spec else None
+
+    def linear_dims(self, ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any],
+                    tp: int) -> tuple[int, int]:
+        """[N, K] of a serving linear on one of `tp` ranks. `ev` evaluates an argument (raising
+        the evaluator's errors when it cannot); `disable_tp=True` keeps the full weight."""
+        return linear_dims(self.table, ctor, call, ev, tp)
+
+    def moe_dims(self, ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any],
+                 moe_tp: int, experts_per_rank: int | None = None
+                 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(w13 [E, 2*I/tp, H], w2 [E, H, I/tp]) of a fused-MoE layer on one rank: the layer's
+        own `tp_size` / `ep_size` when the source passes them, else --moe-tp and
+        --experts-per-rank."""
+        return moe_dims(self.table, ctor, call, ev, moe_tp, experts_per_rank)
+
+    def flat_tokens(self, linears: Any) -> bool:
+        """Whether the model is a serving engine's (its linears, `ms.linears`, are the engine's
+        layers): its forward takes every sequence's tokens flat, [num_tokens, ...] (vLLM's
+        `input_ids`, `positions`), not batch-first [B, S, ...]."""
+        layers = self.table["layers"]
+        return any(lin.ctor in layers or lin.ctor == "FusedMoE" for lin in linears.values())
 
 
 def arg(call: cst.Call, spec: list) -> cst.BaseExpression | None:
@@ -45,14 +83,13 @@ def _required(ev: Callable[[cst.BaseExpression], Any], ctor: str) -> Callable:
     return need
 
 
-def linear_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], tp: int
-                ) -> tuple[int, int]:
-    """[N, K] of a serving linear on one of `tp` ranks. `ev` evaluates an argument (raising the
-    evaluator's errors when it cannot); `disable_tp=True` keeps the full weight."""
+def linear_dims(table: Mapping[str, Any], ctor: str, call: cst.Call,
+                ev: Callable[[cst.BaseExpression], Any], tp: int) -> tuple[int, int]:
+    """`ServingLayers.linear_dims` on the table `table`."""
     opt, ev = ev, _required(ev, ctor)
-    spec = table()["layers"][ctor]
+    spec = table["layers"][ctor]
     kind = spec["kind"]
-    off = arg(call, [None, table()["disable_tp"]])
+    off = arg(call, [None, table["disable_tp"]])
     if _maybe(opt, off) is True:
         tp = 1
     k = int(ev(arg(call, spec["input"])))
@@ -84,13 +121,13 @@ def _positive(ctor: str, dims: tuple[int, ...]) -> tuple[int, ...]:
     return dims
 
 
-def moe_dims(ctor: str, call: cst.Call, ev: Callable[[cst.BaseExpression], Any], moe_tp: int,
+def moe_dims(table: Mapping[str, Any], ctor: str, call: cst.Call,
+             ev: Callable[[cst.BaseExpression], Any], moe_tp: int,
              experts_per_rank: int | None = None
              ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    """(w13 [E, 2*I/tp, H], w2 [E, H, I/tp]) of a fused-MoE layer on one rank: the layer's own
-    `tp_size` / `ep_size` when the source passes them, else --moe-tp and --experts-per-rank."""
+    """`ServingLayers.moe_dims` on the table `table`."""
     opt, ev = ev, _required(ev, ctor)
-    spec = table()["layers"][ctor]
+    spec = table["layers"][ctor]
     e = int(ev(arg(call, spec["experts"])))
     h = int(ev(arg(call, spec["hidden"])))
     i = int(ev(arg(call, spec["intermediate"])))
@@ -113,28 +150,3 @@ def _maybe(ev, node) -> Any:
         return ev(node)
     except Exception:
         return None
-
-
-def layer_index_calls() -> frozenset[str]:
-    """Functions a serving engine's layer calls for its own layer index (vLLM
-    `extract_layer_index(prefix)`): read as the layer a per-layer pass sizes."""
-    return frozenset(table().get("layer_index_calls", ()))
-
-
-def position_args() -> frozenset[str]:
-    """Argument names that carry token positions (vLLM's `forward(positions, hidden_states)`):
-    never the value a linear consumes, so never a call's input as a dependency."""
-    return frozenset(table().get("position_args", ()))
-
-
-def moe_weights() -> tuple[str, str]:
-    w13, w2 = table()["moe_weights"]
-    return w13, w2
-
-
-def flat_tokens(ms) -> bool:
-    """Whether the model is a serving engine's (its linears are the engine's layers): its
-    forward takes every sequence's tokens flat, [num_tokens, ...] (vLLM's `input_ids`,
-    `positions`), not batch-first [B, S, ...]."""
-    layers = table()["layers"]
-    return any(lin.ctor in layers or lin.ctor == "FusedMoE" for lin in ms.linears.values())

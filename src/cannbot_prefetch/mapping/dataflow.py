@@ -1,13 +1,12 @@
-"""The values a statement of the model source consumes and produces, as placement needs them:
-the local a call reads (the dependency before it), the names a statement assigns (after it),
-and the calls inside a statement in the order they run."""
+"""Data flow through one statement of the model source, as placement needs it: the local a
+call reads (the dependency before it), the names a statement assigns (after it), and the calls
+inside a statement in the order they run."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from ..pysource import Stmt, assigned_targets, call_name, dotted
-from .evaluate.serving import position_args
 from .source import ModelSource
 
 
@@ -62,7 +61,7 @@ def input_of(ms: ModelSource, hop_cls: str, method: str, idx: int, call: str,
                  if isinstance(a.value, cst.Name) and a.value.value != "self"]
         # token positions feed only the rotary embedding, never a linear's input: vLLM's
         # `self.self_attn(positions, hidden_states)` consumes hidden_states
-        acts = [n for n in names if n not in position_args()]
+        acts = [n for n in names if n not in ms.serving.position_args]
         if acts or names:
             return (acts or names)[0]
         for a in node.args:
