@@ -64,6 +64,7 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "num_experts": 8, "num_local_experts": 8, "n_routed_experts": 8, "moe_num_experts": 8,
         "num_experts_per_tok": 2, "moe_topk": 2, "moe_intermediate_size": 128,
         "n_shared_experts": 1, "shared_expert_intermediate_size": 128, "first_k_dense_replace": 1,
+        "num_dense_layers": 1,
         "moe_layer_freq": 1, "decoder_sparse_step": 1, "mlp_only_layers": [0],
         "q_lora_rank": 64, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
         "v_head_dim": 32, "n_group": 1, "topk_group": 1, "routed_scaling_factor": 1.0,
@@ -75,7 +76,10 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32}
 # (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
-# a family transformers does not know: each set to the tiny width it stands for)
+# a family transformers does not know: each set to the tiny width it stands for; num_dense_layers:
+# first_k_dense_replace as lfm2_moe and afmoe spell it, 2 in Lfm2MoeConfig: no MoE layer at 2)
+# keys of TINY that name a kind, not a size: a family transformers knows keeps its class's own
+KIND_KEYS = ("hidden_act",)
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -405,9 +409,11 @@ def family_config(src: Path) -> dict:
     if mtype is None:
         return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
                        tree)
+    tiny_built = True
     try:
         cfg = AutoConfig.for_model(mtype, **TINY)
     except Exception:
+        tiny_built = False
         try:
             cfg = AutoConfig.for_model(mtype)
         except Exception:
@@ -417,9 +423,11 @@ def family_config(src: Path) -> dict:
     except Exception:
         default = {}
     base = cfg.to_dict()
-    for std, stored in getattr(cfg, "attribute_map", {}).items():
-        if std in TINY and isinstance(stored, str):
-            base[stored] = TINY[std]
+    amap = {std: stored for std, stored in getattr(cfg, "attribute_map", {}).items()
+            if std in TINY and isinstance(stored, str)}
+    derived = _derived_keys(mtype, amap, default) if tiny_built else {}
+    for std, stored in amap.items():
+        base[stored] = derived.get(std, TINY[std])
     for key in TEXT_SUBCONFIGS:
         sub = getattr(cfg, key, None)
         if sub is not None and hasattr(sub, "to_dict"):
@@ -430,7 +438,50 @@ def family_config(src: Path) -> dict:
             base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return _listed({**base, **TINY}, default, tree)
+    # a key naming a kind, not a size, keeps the family's own (TINY shrinks sizes; vLLM's files
+    # check the activation: zamba2's MLP is GELU only, apertus's xIELU only)
+    kinds = {k: default[k] for k in KIND_KEYS if isinstance(default.get(k), str)}
+    return _listed({**base, **TINY, **derived, **kinds, **_properties(cfg, tree, base)}, default,
+                   tree)
+
+
+def _properties(cfg, tree: ast.Module, stored: dict) -> dict:
+    """Values the config class computes in a property that `to_dict` does not store, read by
+    the file (jamba's `config.layers_block_type`, from its attention / expert periods), stored
+    as keys: the factory builds a plain `PretrainedConfig` from the keys."""
+    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and ast.unparse(n.value).split(".")[-1].endswith("config")}
+    out = {}
+    for name in sorted(read - set(stored)):
+        if isinstance(getattr(type(cfg), name, None), property):
+            try:
+                value = getattr(cfg, name)
+            except Exception:
+                continue
+            if isinstance(value, (int, float, str, bool, list)):
+                out[name] = value
+    return out
+
+
+def _derived_keys(mtype: str, amap: dict[str, str], default: dict) -> dict:
+    """TINY keys a config class stores under another name and derives from the other keys
+    (zamba2: `head_dim` is stored as `attention_head_dim`, which Zamba2Config derives as
+    2 * hidden_size / heads): built without it, the stored key moves off the class default,
+    so the derived value is kept (as in a user's config, where they agree) instead of TINY's,
+    which the class would take over its own rule."""
+    from transformers import AutoConfig
+    out = {}
+    for std, stored in amap.items():
+        if stored in TINY:
+            continue          # set by TINY itself (glm4_moe_lite: head_dim -> qk_rope_head_dim)
+        try:
+            bare = AutoConfig.for_model(mtype, **{k: v for k, v in TINY.items() if k != std})
+        except Exception:
+            continue
+        got = bare.to_dict().get(stored)
+        if got is not None and stored in default and got != default[stored] and got != TINY[std]:
+            out[std] = got
+    return out
 
 
 def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
@@ -552,6 +603,8 @@ def _import_with_shim(path: Path, models: Path) -> str:
             "with vllm_shim():\n"
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            "    import vllm.transformers_utils.configs as cfgs\n"
+            f"    cfgs.__path__.append({str(models.parents[1] / Path(*VLLM_CONFIGS.split('/')[1:]))!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -582,6 +635,10 @@ def build():
         for extra in ({here!r}, {models!r}):
             if extra not in pkg.__path__:
                 pkg.__path__.append(extra)
+        # vLLM's own config classes (lfm3's Lfm3Config) from the wheel, as its sibling models
+        import vllm.transformers_utils.configs as cfgs
+        if {configs!r} not in cfgs.__path__:
+            cfgs.__path__.append({configs!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
@@ -605,7 +662,8 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
-                                  here=str(copy.parent), models=str(src.parent)))
+                                  here=str(copy.parent), models=str(src.parent),
+                                  configs=str(src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:]))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
