@@ -80,6 +80,8 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
 # first_k_dense_replace as lfm2_moe and afmoe spell it, 2 in Lfm2MoeConfig: no MoE layer at 2)
 # keys of TINY that name a kind, not a size: a family transformers knows keeps its class's own
 KIND_KEYS = ("hidden_act",)
+# layer kinds (transformers' names) of state-space / linear-attention mixers (`_mixer_layers`)
+MIXER_KINDS = ("linear_attention", "mamba", "conv", "hybrid")
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -409,25 +411,32 @@ def family_config(src: Path) -> dict:
     if mtype is None:
         return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
                        tree)
+    try:
+        default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
+    except Exception:
+        default = {}
+    layers = _mixer_layers(default)
+    tiny = {**TINY, **layers}
+    if any(k != "layer_types" for k in layers if k != "num_hidden_layers"):
+        # the pattern under the class's own key only (zamba2, nemotron_h: layers_block_type,
+        # from which the class derives its hybrid layer ids; "mlp", one of nemotron_h's kinds,
+        # is not a kind a plain config's layer_types accepts)
+        tiny.pop("layer_types")
     tiny_built = True
     try:
-        cfg = AutoConfig.for_model(mtype, **TINY)
+        cfg = AutoConfig.for_model(mtype, **tiny)
     except Exception:
         tiny_built = False
         try:
             cfg = AutoConfig.for_model(mtype)
         except Exception:
             return _listed(dict(TINY), {}, tree)
-    try:
-        default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
-    except Exception:
-        default = {}
     base = cfg.to_dict()
     amap = {std: stored for std, stored in getattr(cfg, "attribute_map", {}).items()
-            if std in TINY and isinstance(stored, str)}
+            if std in tiny and isinstance(stored, str)}
     derived = _derived_keys(mtype, amap, default) if tiny_built else {}
     for std, stored in amap.items():
-        base[stored] = derived.get(std, TINY[std])
+        base[stored] = derived.get(std, tiny[std])
     for key in TEXT_SUBCONFIGS:
         sub = getattr(cfg, key, None)
         if sub is not None and hasattr(sub, "to_dict"):
@@ -441,8 +450,24 @@ def family_config(src: Path) -> dict:
     # a key naming a kind, not a size, keeps the family's own (TINY shrinks sizes; vLLM's files
     # check the activation: zamba2's MLP is GELU only, apertus's xIELU only)
     kinds = {k: default[k] for k in KIND_KEYS if isinstance(default.get(k), str)}
-    return _listed({**base, **TINY, **derived, **kinds, **_properties(cfg, tree, base)}, default,
+    return _listed({**base, **tiny, **derived, **kinds, **_properties(cfg, tree, base)}, default,
                    tree)
+
+
+def _mixer_layers(default: dict) -> dict:
+    """A hybrid family's layers, tiny: when the class's default layer pattern (`layer_types`,
+    `layers_block_type`) holds a state-space or linear-attention mixer (`MIXER_KINDS`), TINY's
+    two full-attention layers would build none of it, so the tiny model has one layer of each
+    kind the default holds, in the order they first appear (qwen3_next: a gated delta-net layer
+    then an attention layer; nemotron_h: mamba, MoE, attention, MLP)."""
+    for key in ("layer_types", "layers_block_type"):
+        v = default.get(key)
+        if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+            kinds = list(dict.fromkeys(v))
+            if any(k in MIXER_KINDS for k in kinds):
+                return {key: kinds, "num_hidden_layers": len(kinds)}
+            return {}
+    return {}
 
 
 def _properties(cfg, tree: ast.Module, stored: dict) -> dict:

@@ -92,3 +92,4 @@ VllmConfig.scheduler_config = _per_instance("scheduler_config", SchedulerConfig)
 VllmConfig.compilation_config = _per_instance("compilation_config", CompilationConfig)
 VllmConfig.speculative_config = None
 VllmConfig.lora_config = None          # no LoRA adapters
+ModelConfig.multimodal_config = None    # a text model (qwen3_next reads it to pick a rope path)

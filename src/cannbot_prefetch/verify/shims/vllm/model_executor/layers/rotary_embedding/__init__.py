@@ -36,3 +36,8 @@ class RotaryEmbedding(_Rope):
     def __init__(self, head_size, rotary_dim, max_position_embeddings, base, is_neox_style,
                  dtype=None, init_cache=True):
         super().__init__(head_size, float(base))
+
+
+class MRotaryEmbedding(RotaryEmbedding):
+    """vLLM's multimodal (sectioned) rope: model files test `type(rotary_emb) is
+    MRotaryEmbedding`; the shim's get_rope never builds one."""
