@@ -78,6 +78,15 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
 # a family transformers does not know: each set to the tiny width it stands for; num_dense_layers:
 # first_k_dense_replace as lfm2_moe and afmoe spell it, 2 in Lfm2MoeConfig: no MoE layer at 2)
+# keys of remote-code configs (no class in transformers or vLLM) that the Bailing / Ling files
+# (bailing_moe, bailing_moe_linear, bailing_moe_v3) and sarvam read without a default, for a
+# family transformers does not know: each the tiny value of the standard key it stands for
+# (attention_bias, n_shared_experts, shared_expert_intermediate_size); layer_group_size 2: of the
+# two tiny layers, the first linear attention, the second full attention (bailing_moe_linear's
+# `is_linear_layer`: (i + 1) % layer_group_size != 0)
+REMOTE_TINY = {"use_bias": False, "use_qkv_bias": False, "num_shared_experts": 1,
+               "moe_shared_expert_intermediate_size": 128, "layer_group_size": 2,
+               "embedding_dropout": 0.0}
 # keys of TINY that name a kind, not a size: a family transformers knows keeps its class's own
 KIND_KEYS = ("hidden_act",)
 # layer kinds (transformers' names) of state-space / linear-attention mixers (`_mixer_layers`)
@@ -409,8 +418,8 @@ def family_config(src: Path) -> dict:
         mtype = next((t for t in CONFIG_MAPPING_NAMES
                       if t.replace("_", "") == src.stem.replace("_", "")), None)
     if mtype is None:
-        return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
-                       tree)
+        return _listed({**_vllm_config_keys(src, tree), **TINY, **REMOTE_TINY,
+                        **_sub_configs(tree)}, {}, tree)
     try:
         default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
     except Exception:

@@ -93,3 +93,4 @@ VllmConfig.compilation_config = _per_instance("compilation_config", CompilationC
 VllmConfig.speculative_config = None
 VllmConfig.lora_config = None          # no LoRA adapters
 ModelConfig.multimodal_config = None    # a text model (qwen3_next reads it to pick a rope path)
+VllmConfig.num_speculative_tokens = 0   # no speculative decoding (zaya, ShortConv read it)
