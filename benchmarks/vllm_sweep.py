@@ -468,13 +468,16 @@ def _mixer_layers(default: dict) -> dict:
     `layers_block_type`) holds a state-space or linear-attention mixer (`MIXER_KINDS`), TINY's
     two full-attention layers would build none of it, so the tiny model has one layer of each
     kind the default holds, in the order they first appear (qwen3_next: a gated delta-net layer
-    then an attention layer; nemotron_h: mamba, MoE, attention, MLP)."""
+    then an attention layer; nemotron_h: mamba, MoE, attention, MLP), repeated to TINY's two
+    layers at least (zaya: two hybrid layers, so a site on the next layer has one)."""
     for key in ("layer_types", "layers_block_type"):
         v = default.get(key)
         if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
             kinds = list(dict.fromkeys(v))
             if any(k in MIXER_KINDS for k in kinds):
-                return {key: kinds, "num_hidden_layers": len(kinds)}
+                n = max(len(kinds), TINY["num_hidden_layers"])     # a next layer for each
+                kinds = (kinds * n)[:n]
+                return {key: kinds, "num_hidden_layers": n}
             return {}
     return {}
 
@@ -715,10 +718,15 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     # attention class chosen by the config): nothing to fire, listed, not a failure
     absent = [c for c in bad if c.get("name") == "fires"
               and str(c.get("detail", "")).startswith("no module of ")]
+    # nor anything to capture: such a site's graph check expects no node (`0/0 node(s)`)
+    gone = {c.get("site") for c in absent if c.get("site")}
+    absent += [c for c in bad if c.get("name") == "captured prefetch" and c.get("site") in gone
+               and "0/0 node(s)" in str(c.get("detail", ""))]
     bad = [c for c in bad if c not in absent]
-    note = (f" ({len(absent)} site(s) of classes {cls} does not build under the tiny config: "
-            + ", ".join(str(c.get("site") or c.get("detail"))[:60] for c in absent) + ")"
-            ) if absent else ""
+    fires = [c for c in absent if c.get("name") == "fires"]
+    note = (f" ({len(fires)} site(s) of classes {cls} does not build under the tiny config: "
+            + ", ".join(str(c.get("site") or c.get("detail"))[:60] for c in fires) + ")"
+            ) if fires else ""
     if not bad:
         return "ok" + note
     return "; ".join(f"{c.get('name')}: {str(c.get('detail'))[:140]}" for c in bad[:2]) + note
