@@ -91,6 +91,7 @@ REMOTE_TINY = {"use_bias": False, "use_qkv_bias": False, "num_shared_experts": 1
 KIND_KEYS = ("hidden_act",)
 # layer kinds (transformers' names) of state-space / linear-attention mixers (`_mixer_layers`)
 MIXER_KINDS = ("linear_attention", "mamba", "conv", "hybrid")
+PURE_MIXERS = {"linear_attention", "mamba", "conv"}       # kinds whose layer holds no attention
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -459,8 +460,12 @@ def family_config(src: Path) -> dict:
     # a key naming a kind, not a size, keeps the family's own (TINY shrinks sizes; vLLM's files
     # check the activation: zamba2's MLP is GELU only, apertus's xIELU only)
     kinds = {k: default[k] for k in KIND_KEYS if isinstance(default.get(k), str)}
-    return _listed({**base, **tiny, **derived, **kinds, **_properties(cfg, tree, base)}, default,
-                   tree)
+    props = _properties(cfg, tree, base)
+    for key in [k for k in props if k in ("layer_types", "layers_block_type")]:
+        # a pattern the class computes (jamba's, from its attention period 8 and offset 4: no
+        # attention in the first two layers) made tiny as a stored one is (`_mixer_layers`)
+        props.update(_mixer_layers({key: props[key]}))
+    return _listed({**base, **tiny, **derived, **kinds, **props}, default, tree)
 
 
 def _mixer_layers(default: dict) -> dict:
@@ -475,6 +480,10 @@ def _mixer_layers(default: dict) -> dict:
         if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
             kinds = list(dict.fromkeys(v))
             if any(k in MIXER_KINDS for k in kinds):
+                if set(kinds) <= PURE_MIXERS and key == "layer_types":
+                    # no attention in the default (granitemoehybrid's: all mamba): TINY's full
+                    # attention joins, so the decoder's attention is built too
+                    kinds.append("full_attention")
                 n = max(len(kinds), TINY["num_hidden_layers"])     # a next layer for each
                 kinds = (kinds * n)[:n]
                 return {key: kinds, "num_hidden_layers": n}

@@ -44,6 +44,9 @@ def test_mixer_layers_one_of_each_kind_at_least_two(sweep):
     # one kind repeated to TINY's 2 layers
     assert sweep._mixer_layers({"layer_types": ["hybrid"] * 40}) == {
         "layer_types": ["hybrid", "hybrid"], "num_hidden_layers": 2}
+    # mamba only (granitemoehybrid's default): TINY's full attention joins
+    assert sweep._mixer_layers({"layer_types": ["linear_attention"] * 40}) == {
+        "layer_types": ["linear_attention", "full_attention"], "num_hidden_layers": 2}
     # attention kinds only: TINY's own layers stay (gemma's sliding / full)
     assert sweep._mixer_layers({"layer_types": ["sliding_attention", "full_attention"]}) == {}
     assert sweep._mixer_layers({}) == {}
@@ -63,7 +66,7 @@ def test_zamba2_keeps_its_derived_head_dim_and_gelu(sweep, tmp_path):
 
 def test_a_property_the_file_reads_is_stored(sweep, tmp_path):
     cfg = sweep.family_config(_model(tmp_path, "JambaForCausalLM", "config.layers_block_type"))
-    # JambaConfig: attention at layers 4, 12, 20, 28 (period 8, offset 4), mamba elsewhere
-    types = cfg["layers_block_type"]
-    assert [i for i, t in enumerate(types) if t == "attention"] == [4, 12, 20, 28]
-    assert set(types) == {"mamba", "attention"}
+    # JambaConfig: mamba at layer 0, attention first at layer 4 (period 8, offset 4): made tiny,
+    # one layer of each kind in that order
+    assert cfg["layers_block_type"] == ["mamba", "attention"]
+    assert cfg["num_hidden_layers"] == 2
