@@ -643,6 +643,7 @@ def _import_with_shim(path: Path, models: Path) -> str:
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
     vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    configs = models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])   # vLLM's own configs
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
@@ -650,7 +651,7 @@ def _import_with_shim(path: Path, models: Path) -> str:
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
             "    import vllm.transformers_utils.configs as cfgs\n"
-            f"    cfgs.__path__.append({str(models.parents[1] / Path(*VLLM_CONFIGS.split('/')[1:]))!r})\n"
+            f"    cfgs.__path__.append({str(configs)!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

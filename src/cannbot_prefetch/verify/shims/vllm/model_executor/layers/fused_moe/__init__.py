@@ -40,8 +40,8 @@ class FusedMoE(nn.Module):
         # (vLLM 0.34 fused_moe/layer.py); the modules stay the model's own
         object.__setattr__(self, "_gate", gate)
         object.__setattr__(self, "_shared", shared_experts)
-        self.w13_weight = nn.Parameter(torch.randn(num_experts, (1 + self.gated) * intermediate_size,
-                                                   hidden_size) * 0.05)
+        rows = (1 + self.gated) * intermediate_size
+        self.w13_weight = nn.Parameter(torch.randn(num_experts, rows, hidden_size) * 0.05)
         self.w2_weight = nn.Parameter(torch.randn(num_experts, hidden_size,
                                                   intermediate_size) * 0.05)
 

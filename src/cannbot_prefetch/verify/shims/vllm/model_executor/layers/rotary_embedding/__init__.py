@@ -12,7 +12,7 @@ class _Rope(nn.Module):
 
     def _rot(self, x, cos, sin):
         shape = x.shape
-        x = x.reshape(shape[0], -1, self.head_size)     # [tokens, heads*dim] or [tokens, heads, dim]
+        x = x.reshape(shape[0], -1, self.head_size)   # [tokens, heads*dim] / [tokens, heads, dim]
         a, b = x.chunk(2, dim=-1)
         out = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
         return out.view(shape)

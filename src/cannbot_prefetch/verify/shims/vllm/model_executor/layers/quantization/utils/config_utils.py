@@ -1,5 +1,6 @@
-"""vllm.model_executor.layers.quantization.utils.config_utils as a model file imports it: quantisation config helpers, for quantised checkpoints only; stand-ins that raise when built or called
-(`vllm._standin`)."""
+"""vllm.model_executor.layers.quantization.utils.config_utils as a model file imports it:
+quantisation config helpers, for quantised checkpoints only; stand-ins that raise when built or
+called (`vllm._standin`)."""
 from vllm._standin import standins
 
 __getattr__ = standins(__name__)
