@@ -3,3 +3,20 @@ stand-ins that raise when built or called (`vllm._standin`)."""
 from vllm._standin import standins
 
 __getattr__ = standins(__name__)
+
+
+class ForwardContext:
+    """What a model file reads of vLLM's per-step context on the shim: no attention metadata
+    (a profile-like step: no state cache), no padding, and the layers registered by prefix in
+    the current config (`no_compile_layers`, vLLM's `static_forward_context`)."""
+    attn_metadata = None
+    is_padding = False
+
+    @property
+    def no_compile_layers(self) -> dict:
+        from vllm.config import get_current_vllm_config
+        return get_current_vllm_config().compilation_config.static_forward_context
+
+
+def get_forward_context() -> ForwardContext:
+    return ForwardContext()

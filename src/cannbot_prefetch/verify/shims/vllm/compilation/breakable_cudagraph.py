@@ -3,3 +3,8 @@ stand-ins that raise when built or called (`vllm._standin`)."""
 from vllm._standin import standins
 
 __getattr__ = standins(__name__)
+
+
+def eager_break_during_capture(fn):
+    """No CUDA graph is captured on the shim: the function itself (a decorator run at import)."""
+    return fn

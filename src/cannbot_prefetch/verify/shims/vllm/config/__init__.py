@@ -58,3 +58,41 @@ _CURRENT = VllmConfig()
 
 def get_current_vllm_config() -> VllmConfig:
     return _CURRENT
+
+
+@dataclass
+class SchedulerConfig:
+    """The scheduler's step budget; the values are vLLM 0.34's defaults
+    (config/scheduler.py: DEFAULT_MAX_NUM_BATCHED_TOKENS 2048, DEFAULT_MAX_NUM_SEQS 128)."""
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 128
+
+
+@dataclass
+class CompilationConfig:
+    """Where vLLM's stateful layers register by prefix (`static_forward_context`)."""
+    static_forward_context: dict = field(default_factory=dict)
+
+
+def _per_instance(name: str, make):
+    """A VllmConfig attribute made on first read, one per config (vLLM's dataclass has these
+    fields; added after the class so the existing field list stays as it was)."""
+    def get(self):
+        got = self.__dict__.get(name)
+        if got is None:
+            got = self.__dict__[name] = make()
+        return got
+
+    def put(self, value):
+        self.__dict__[name] = value
+    return property(get, put)
+
+
+# hybrid families' model files read these (jamba, nemotron_h: scheduler_config; zaya:
+# compilation_config.static_forward_context); no speculative decoding on the shim (vLLM: None)
+VllmConfig.scheduler_config = _per_instance("scheduler_config", SchedulerConfig)
+VllmConfig.compilation_config = _per_instance("compilation_config", CompilationConfig)
+VllmConfig.speculative_config = None
+VllmConfig.lora_config = None          # no LoRA adapters
+ModelConfig.multimodal_config = None    # a text model (qwen3_next reads it to pick a rope path)
+VllmConfig.num_speculative_tokens = 0   # no speculative decoding (zaya, ShortConv read it)

@@ -20,5 +20,22 @@ def set_default_torch_dtype(dtype):
         torch.set_default_dtype(old)
 
 
-def direct_register_custom_op(*_, **__):
+def direct_register_custom_op(op_name=None, op_func=None, mutates_args=None, fake_impl=None,
+                              target_lib=None, dispatch_key=None, tags=(), **__):
+    """`torch.ops.vllm.<op_name>` running `op_func` on the CPU, as vLLM registers a model file's
+    own op (zaya's `zaya_cca`, which runs the model's projections); an op torch cannot infer a
+    schema for, or one already registered, is left as it was (nothing registered)."""
+    if op_name is None or op_func is None or hasattr(torch.ops.vllm, op_name):
+        return None
+    try:
+        schema = torch.library.infer_schema(op_func, mutates_args=mutates_args or [])
+        _LIB.define(op_name + schema, tags=tags)
+        _LIB.impl(op_name, op_func, "CPU")
+        if fake_impl is not None:
+            _LIB._register_fake(op_name, fake_impl)
+    except Exception:
+        return None
     return None
+
+
+_LIB = torch.library.Library("vllm", "FRAGMENT")      # kept alive: the ops live as long as it

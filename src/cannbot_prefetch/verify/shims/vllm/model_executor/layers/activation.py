@@ -56,3 +56,7 @@ def get_act_and_mul_fn(name: str) -> nn.Module:
     mod = _AndMul()
     mod.fn = _ACTS.get(str(name).lower(), nn.functional.silu)
     return mod
+
+
+# squared ReLU (nemotron_h's MLP: vLLM's ReLUSquaredActivation)
+_ACTS["relu2"] = lambda x: torch.relu(x).square()

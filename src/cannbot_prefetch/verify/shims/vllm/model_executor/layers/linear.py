@@ -54,3 +54,11 @@ class QKVParallelLinear(ColumnParallelLinear):
 
 class DCPGroupColumnParallelLinear(ColumnParallelLinear):
     """Column-parallel over the decode-context-parallel group: one rank here."""
+
+
+class UnquantizedLinearMethod:
+    """The quantisation method of an unquantised linear (vLLM's); every shim linear's
+    `quant_method` is one."""
+
+
+LinearBase.quant_method = UnquantizedLinearMethod()

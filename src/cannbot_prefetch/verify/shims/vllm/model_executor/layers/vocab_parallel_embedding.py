@@ -15,3 +15,8 @@ class VocabParallelEmbedding(nn.Module):
 class ParallelLMHead(VocabParallelEmbedding):
     def forward(self, x):
         return torch.nn.functional.linear(x, self.weight)
+
+    def tie_weights(self, embed_tokens):
+        """The head shares the embedding's weight (vLLM: `lm_head.tie_weights(embed_tokens)`)."""
+        self.weight = embed_tokens.weight
+        return self

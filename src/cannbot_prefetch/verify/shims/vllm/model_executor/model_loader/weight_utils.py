@@ -15,3 +15,8 @@ def sharded_weight_loader(shard_axis):
 
 def row_parallel_weight_loader(param, loaded_weight):
     default_weight_loader(param, loaded_weight)
+
+
+def maybe_remap_moe_expert_param_name(name, *_a, **_k):
+    """A checkpoint expert name as given (load time only; granitemoehybrid imports it)."""
+    return name

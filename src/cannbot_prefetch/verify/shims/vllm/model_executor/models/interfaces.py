@@ -53,3 +53,10 @@ class IsHybrid:
 
 class SupportsMambaPrefixCaching:
     pass
+
+
+class SupportsReplaySSM:
+    pass
+
+
+MambaStateShapes = tuple      # the state shapes a hybrid model's classmethod returns (annotation)

@@ -69,3 +69,8 @@ def get_pp_missing_layer_names(model) -> list:
 def get_spec_layer_idx_from_weight_name(config, weight_name):
     """A speculative (MTP) layer's index from a checkpoint name: the shim loads no weights."""
     return None
+
+
+def maybe_fuse_shared_experts(weights, **_):
+    """Checkpoint weights as given: no shared expert is fused on the shim (load time only)."""
+    return weights

@@ -10,3 +10,8 @@ class AttentionType:
 
 class AttentionBackend:
     """The base of vLLM's attention backends (annotations and subclassing only here)."""
+
+
+class AttentionMetadata:
+    """The per-step metadata vLLM's backends read (annotations only here: the shim's attention
+    computes over the step's tokens)."""

@@ -28,16 +28,20 @@ class GateLinear(ReplicatedLinear):
 
 class FusedMoE(nn.Module):
     def __init__(self, num_experts, top_k, hidden_size, intermediate_size, renormalize=True,
-                 *, gate=None, shared_experts=None, **_):
+                 *, gate=None, shared_experts=None, activation="silu", **_):
         super().__init__()
         self.top_k, self.renormalize = top_k, renormalize
+        # a non-gated activation (`activation_without_mul`: nemotron_h's relu2) has no up half:
+        # w13 holds I rows, not 2I, as vLLM's (fused_moe/activation.py)
+        self.gated = not str(activation).endswith("_no_mul")
+        self.act = _NO_MUL.get(str(activation), nn.functional.silu)
         # vLLM's FusedMoE runs the router it is handed (`gate=self.gate`: the logits argument is
         # then the hidden states) and the shared experts (`shared_experts=`), adding their output
         # (vLLM 0.34 fused_moe/layer.py); the modules stay the model's own
         object.__setattr__(self, "_gate", gate)
         object.__setattr__(self, "_shared", shared_experts)
-        self.w13_weight = nn.Parameter(torch.randn(num_experts, 2 * intermediate_size,
-                                                   hidden_size) * 0.05)
+        rows = (1 + self.gated) * intermediate_size
+        self.w13_weight = nn.Parameter(torch.randn(num_experts, rows, hidden_size) * 0.05)
         self.w2_weight = nn.Parameter(torch.randn(num_experts, hidden_size,
                                                   intermediate_size) * 0.05)
 
@@ -63,7 +67,8 @@ class FusedMoE(nn.Module):
                 continue
             gu = hidden_states @ self.w13_weight[e].t()
             d = gu.shape[-1] // 2
-            y = (torch.nn.functional.silu(gu[..., :d]) * gu[..., d:]) @ self.w2_weight[e].t()
+            h = torch.nn.functional.silu(gu[..., :d]) * gu[..., d:] if self.gated else self.act(gu)
+            y = h @ self.w2_weight[e].t()
             out = out + y * (top * hit).sum(-1, keepdim=True).to(y.dtype)
         return out
 
@@ -77,3 +82,13 @@ def fused_moe_make_expert_params_mapping(*_, **__):
 
 
 MoERunner = FusedMoE          # the type annotations name it
+
+
+def activation_without_mul(activation: str) -> str:
+    """The non-gated variant's name (vLLM's fused_moe/activation.py: "relu2" -> "relu2_no_mul")."""
+    return f"{activation}_no_mul"
+
+
+# the non-gated expert activations by vLLM's names
+_NO_MUL = {"relu2_no_mul": lambda x: torch.relu(x).square(),
+           "silu_no_mul": nn.functional.silu, "gelu_no_mul": nn.functional.gelu}

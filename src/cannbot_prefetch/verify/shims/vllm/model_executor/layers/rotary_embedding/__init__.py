@@ -12,7 +12,7 @@ class _Rope(nn.Module):
 
     def _rot(self, x, cos, sin):
         shape = x.shape
-        x = x.view(*shape[:-1], -1, self.head_size)
+        x = x.reshape(shape[0], -1, self.head_size)   # [tokens, heads*dim] / [tokens, heads, dim]
         a, b = x.chunk(2, dim=-1)
         out = torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
         return out.view(shape)
@@ -27,3 +27,17 @@ def get_rope(head_size, max_position=None, base=10000.0, rope_parameters=None, *
     theta = (rope_parameters or {}).get("rope_theta", base) if isinstance(rope_parameters, dict) \
         else base
     return _Rope(head_size, float(theta))
+
+
+class RotaryEmbedding(_Rope):
+    """vLLM's base rotary embedding class (model files name it in annotations; lfm3), built with
+    its signature; rotates the whole head (rotary_dim is not modelled)."""
+
+    def __init__(self, head_size, rotary_dim, max_position_embeddings, base, is_neox_style,
+                 dtype=None, init_cache=True):
+        super().__init__(head_size, float(base))
+
+
+class MRotaryEmbedding(RotaryEmbedding):
+    """vLLM's multimodal (sectioned) rope: model files test `type(rotary_emb) is
+    MRotaryEmbedding`; the shim's get_rope never builds one."""

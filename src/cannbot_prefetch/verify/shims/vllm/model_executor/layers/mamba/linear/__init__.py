@@ -1,0 +1,1 @@
+"""vLLM's linear-attention mixers (shape-faithful stand-ins on the shim)."""
