@@ -59,13 +59,16 @@ def usable_columns(starts: list, durs: list) -> tuple[list, list]:
     return kept, bad
 
 
+_NS = us_text_to_ns(pl.col("ts"))   # the rule over a column named ts, built once
+
+
 def ns_column(values: list) -> list[int | None]:
     """Timestamps as a JSON decoder hands them (text: floats are decoded as text; ints; anything
     else) -> integer ns or None, by cells.us_text_to_ns over the column spelled as text."""
     if not all(type(v) is str for v in values):
         values = list(map(_as_text, values))
     col = pl.Series("ts", values, dtype=pl.Utf8)
-    return col.to_frame().select(us_text_to_ns(pl.col("ts")))["ts"].to_list()
+    return col.to_frame().lazy().select(_NS).collect()["ts"].to_list()
 
 
 def ns_of(value: Any) -> int | None:
