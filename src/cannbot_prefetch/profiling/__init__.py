@@ -3,8 +3,9 @@
 Entry point: `load.load_profile(path, rank=, run=, step=, steps=, include_warmup=, counters=)`.
   discover.py     which files a path means (ranks, msprof runs, slices, old/new layouts)
   columns.py      the one header-alias table, counter names, counter-group fingerprints
-  cells.py        vectorized cell cleanup (quotes, N/A, DT_/FORMAT_, decimal µs -> ns)
-  scalars.py      one JSON value (ts -> ns, an id) and the limits every reader applies
+  cells.py        vectorized cell cleanup (quotes, N/A, DT_/FORMAT_) and the one timestamp
+                  rule of every reader (decimal µs text -> ns)
+  scalars.py      one JSON id and the limits every reader applies
   csv_reader.py   kernel_details / op_summary (one lazy polars pass); csv_columns.py how
                   each column is planned and cast; csv_ragged.py for files whose rows do
                   not match the header

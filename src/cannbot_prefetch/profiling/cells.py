@@ -2,8 +2,8 @@
 
 Exports quote shapes (three double quotes around `32,9216;4096` in the file), end start times with a TAB, write
 `N/A` where a cell does not apply and prefix dtypes/formats with `DT_`/`FORMAT_`. Start times
-carry up to 19 significant digits, more than a float holds, so they are parsed as decimals.
-One JSON value's forms (and the limits every reader applies) are in scalars.py.
+carry up to 19 significant digits, more than a float holds, so they are parsed as decimals
+(`us_text_to_ns`, the one timestamp rule). The limits every reader applies are in scalars.py.
 """
 
 from __future__ import annotations
@@ -41,14 +41,19 @@ def to_int(expr: pl.Expr) -> pl.Expr:
 
 
 def us_text_to_ns(expr: pl.Expr) -> pl.Expr:
-    """Decimal µs text -> integer ns, exactly: `1736408883716197.363` -> 1736408883716197363.
+    """Decimal µs text -> integer ns, exactly: THE rule for every timestamp a reader meets (CSV
+    and DB cells here; a trace's JSON values through trace_values.ns_column, which spells them
+    as text and applies this expression).
 
-    Parsed as a 38-digit decimal with 3 places (µs -> whole ns; finer digits are rounded),
-    whose stored integer is the ns count: never via float (19 significant digits do not fit
-    one), never by deleting the dot (which breaks on 0-2 decimals: `1699529622790614.8`), no
-    multiply (a decimal product pass over every row). Garbage -> null; a negative value
-    passes through for the caller to reject. One cast per cell, no regex.
+    The text, trimmed of spaces, TAB, CR, LF and double quotes, is an ASCII decimal number in
+    µs (`1736408883716197.363`, `12`, `.5`, `1e3`; a sign and an exponent are read), parsed as
+    a 38-digit decimal with 3 places: the whole ns, digits beyond them rounded half to even
+    (`1.2345` -> 1234, `1.2355` -> 1236), never via float (19 significant digits do not fit
+    one), never by deleting the dot (which breaks on 0-2 decimals: `1699529622790614.8`).
+    The decimal's stored integer is the ns count (no multiply pass). Null: not such a number
+    (garbage, empty, `nan`, `1_000`, non-ASCII digits), a negative ns, or MAX_START_NS or more
+    (room left for start + duration in Int64). One cast per cell, no regex, no row loop.
     """
     dec = expr.str.strip_chars(_TRIM).cast(pl.Decimal(38, 3), strict=False)
     ns = dec.to_physical().cast(pl.Int64, strict=False)
-    return pl.when(ns < MAX_START_NS).then(ns)   # room left for start + duration in Int64
+    return pl.when(ns.is_between(0, MAX_START_NS, closed="left")).then(ns)

@@ -1,30 +1,23 @@
 """A trace event's values as the readers use them: ts -> ns, dur -> µs, the kept args.
 
-Each value has ONE scalar definition here (`ns_of`, `dur_of`, `text_arg`, `id_arg`); the column
-forms (`ns_column`, `dur_column`, `usable_columns`) answer a whole column at once and are exact
-shortcuts of them: a column all in the spelling every exporter writes (`digits.ddd` text) is
-checked and converted by C passes over the whole column (str.join, bytes.translate, msgspec),
-any other column value by value through the scalar definition
-(tests/unit/profiling/test_trace_values.py holds them equal on generated spellings). A trace
-holds ~10^5 timestamps, so the per-value Python cost was a third of reading one. They stay
-plain Python: the columns are lists the decoder built, and a polars round trip would add a
-copy of each without removing the per-value fallback.
+A timestamp follows the one rule of every reader, cells.us_text_to_ns (a polars expression):
+`ns_column` spells a column of JSON values as text and applies it, `ns_of` is one value of
+that. The other values have one scalar definition here (`dur_of`, `text_arg`, `id_arg`) and
+column forms (`dur_column`, `usable_columns`) that answer a whole column at once and are exact
+shortcuts of them (tests/unit/profiling/test_trace_values.py holds them equal on generated
+spellings). A trace holds ~10^5 values per column, so nothing here loops in Python over a
+column in the spelling every exporter writes.
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
-import msgspec
+import polars as pl
 
-from .scalars import MAX_DURATION_US, MAX_START_NS, text_to_ns
+from .cells import us_text_to_ns
+from .scalars import MAX_DURATION_US
 from .trace_decode import SLOT
-
-
-# One timestamp (decimal µs, text or number) -> integer ns, or None: the one definition every
-# reader uses (scalars.text_to_ns; the CSV's column form is values.us_text_to_ns, tested equal)
-ns_of = text_to_ns
 
 
 def dur_of(dur: Any) -> float | None:
@@ -66,40 +59,35 @@ def usable_columns(starts: list, durs: list) -> tuple[list, list]:
     return kept, bad
 
 
+_NS = us_text_to_ns(pl.col("ts"))   # the rule over a column named ts, built once
+
+
 def ns_column(values: list) -> list[int | None]:
-    """[ns_of(v) for v in values]: a column all in the common spelling by C passes."""
-    out = _common_ns(values)
-    return list(map(ns_of, values)) if out is None else out
+    """Timestamps as a JSON decoder hands them (text: floats are decoded as text; ints; anything
+    else) -> integer ns or None, by cells.us_text_to_ns over the column spelled as text."""
+    if not all(type(v) is str for v in values):
+        values = list(map(_as_text, values))
+    col = pl.Series("ts", values, dtype=pl.Utf8)
+    return col.to_frame().lazy().select(_NS).collect()["ts"].to_list()
 
 
-_FOURTH_LAST = itemgetter(-4)
-_DIGITS_COMMA = b"0123456789,"
-_INTS = msgspec.json.Decoder(list[int])
+def ns_of(value: Any) -> int | None:
+    """One timestamp -> integer ns or None: `ns_column` of one value."""
+    return ns_column([value])[0]
 
 
-def _common_ns(values: list) -> list[int] | None:
-    """The ns of a column whose every value is text `digits.ddd` (ns_of's fast case: the dot
-    removed, the digits an int), else None. Checked for the whole column at once: a `.` 4th
-    from the end of each value and no other, nothing but ASCII digits besides (no comma,
-    the separator); the digit runs then decode as one JSON int list (a run with leading
-    zeros, which JSON refuses, by `int`)."""
-    if not values:
-        return []
-    try:
-        joined = ",".join(values)
-        if set(map(_FOURTH_LAST, values)) != {"."}:
-            return None
-    except (TypeError, IndexError):       # a value that is no text, or shorter than `.ddd`
-        return None
-    body = joined.replace(".", "").encode("ascii", "replace")   # non-ASCII: `?`, refused
-    if (len(body) != len(joined) - len(values) or body.count(b",") != len(values) - 1
-            or body.translate(None, _DIGITS_COMMA)):
-        return None                        # a second dot, a comma, or not a digit
-    try:
-        out = _INTS.decode(b"[" + body + b"]")
-    except msgspec.DecodeError:
-        out = list(map(int, body.split(b",")))
-    return out if max(out) < MAX_START_NS else None
+def _as_text(value: Any) -> str | None:
+    """A JSON value as the text the timestamp rule reads: text as written, a number's decimal
+    spelling; no text for a bool, a list, null, or an int of more digits than any ns count
+    (whose spelling Python may refuse to build)."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int:
+        return str(value) if -10**30 < value < 10**30 else None
+    if kind is float:
+        return repr(value)
+    return None
 
 
 def dur_column(values: list) -> list[float | None]:

@@ -193,10 +193,11 @@ def _costed(cost: OpCost, hw: HardwareProfile, mean_us: float | None, pol: dict[
 _KEYS = ("__type", "input_shapes", "input_dtypes", "input_formats")
 
 
-def _matmul_rows(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
-    """The MatMul-family rows, with `__type` (type, or the one implied by the name when
-    missing) and `__family`. Types and names are judged once per distinct value and the rows
-    picked by a boolean mask, so no per-row text column is built for the other rows."""
+def _matmul_mask(df: pl.DataFrame, rules: FamilyRules) -> tuple[pl.Expr, pl.Expr, dict]:
+    """(which rows are MatMul-family, their `__type`, as expressions; the family of each
+    type). Types and names are judged by the rules once per distinct value, never per row;
+    the expressions then pick the rows inside the grouping query, so no filtered copy of the
+    table is built."""
     name_map: dict[str, str | None] = {}
     if df["type"].null_count():
         names = df.select("type", "name").filter(pl.col("type").is_null())["name"]
@@ -209,17 +210,16 @@ def _matmul_rows(df: pl.DataFrame, rules: FamilyRules) -> pl.DataFrame:
     mask = pl.col("type").is_in(mm_types).fill_null(False)
     if mm_names:
         mask = mask | (pl.col("type").is_null() & pl.col("name").is_in(mm_names).fill_null(False))
-    mm = df.filter(mask)
-    mm = mm.with_columns(pl.coalesce(pl.col("type"), pl.col("name").replace_strict(
-        named, default=None, return_dtype=pl.Utf8) if named else pl.lit(None, dtype=pl.Utf8)
-        ).alias("__type"))
-    fam = pl.col("__type").replace_strict(fam_map, default=None, return_dtype=pl.Utf8)
-    # Excluded names (a helper kernel's suffix) judged once per distinct name, like the types.
-    excluded_names = [n for n in mm["name"].drop_nulls().unique().to_list()
-                      if rules.excluded_name(n)] if rules.exclude_suffixes else []
-    excluded = pl.col("name").is_in(excluded_names).fill_null(False)
-    return mm.with_columns(pl.when(excluded).then(None).otherwise(fam).alias("__family")
-                           ).filter(pl.col("__family").is_not_null())
+    # Excluded names (a helper kernel's suffix), judged once per distinct name of the rows kept.
+    if rules.exclude_suffixes:
+        kept = df.lazy().select("type", "name").filter(mask).select(pl.col("name").unique())
+        excluded = [n for n in kept.collect()["name"].drop_nulls().to_list()
+                    if rules.excluded_name(n)]
+        if excluded:
+            mask = mask & ~pl.col("name").is_in(excluded).fill_null(False)
+    op_type = pl.coalesce(pl.col("type"), pl.col("name").replace_strict(
+        named, default=None, return_dtype=pl.Utf8) if named else pl.lit(None, dtype=pl.Utf8))
+    return mask, op_type.alias("__type"), fam_map
 
 
 def _counter(df: pl.DataFrame, col: str) -> pl.Expr:
@@ -238,21 +238,27 @@ def _read_bytes(df: pl.DataFrame) -> pl.Expr:
     return (kb * 1024.0).mean()
 
 
-def _step_time(df: pl.DataFrame) -> tuple[float | None, str, str]:
-    """(total step time in us, basis, note)."""
-    timed = df.select("start_ns", "dur_us", "step")
-    if timed["start_ns"].null_count():
-        timed = timed.filter(pl.col("start_ns").is_not_null())
-    if timed.is_empty():
-        return None, "none", "share not computed: no start times"
+def _step_spans(df: pl.DataFrame) -> pl.LazyFrame:
+    """Per step with a start time: the span from its first start to its last end, summed
+    (`span`, ns) over `steps`, the number of such steps (0: none has a Step Id)."""
     end = end_ns(pl.col("start_ns"), pl.col("dur_us").fill_null(0.0))
-    if timed["step"].null_count() < timed.height:
-        spans = (timed.filter(pl.col("step").is_not_null()).group_by("step")
-                 .agg((end.max() - pl.col("start_ns").min()).alias("span")))
-        total = float(spans["span"].sum()) / 1000.0
-        steps = spans.height
+    return (df.lazy().select("start_ns", "dur_us", "step")
+            .filter(pl.col("start_ns").is_not_null() & pl.col("step").is_not_null())
+            .group_by("step").agg((end.max() - pl.col("start_ns").min()).alias("span"))
+            .select(pl.col("span").sum(), pl.len().alias("steps")))
+
+
+def _step_time(df: pl.DataFrame, spans: pl.DataFrame) -> tuple[float | None, str, str]:
+    """(total step time in us, basis, note), from `_step_spans`' answer."""
+    steps = int(spans["steps"][0])
+    if steps:
+        total = float(spans["span"][0]) / 1000.0
         return total, "steps", said("said.share_steps", steps=steps, total=total)
-    total = float(timed.select(end.max() - pl.col("start_ns").min()).item()) / 1000.0
+    end = end_ns(pl.col("start_ns"), pl.col("dur_us").fill_null(0.0))
+    line = df.lazy().select((end.max() - pl.col("start_ns").min()).alias("span")).collect()
+    if line["span"][0] is None:
+        return None, "none", "share not computed: no start times"
+    total = float(line["span"][0]) / 1000.0
     return total, "timeline", (f"share = signature time / span of the whole timeline ({total:.6g} µs): "
                                "the profile has no Step Id")
 
@@ -270,37 +276,37 @@ def classify(table: KernelTable, hw: HardwareProfile, *, policy: Policy | None =
     if df.height == 0:
         out = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("sig_id"))
         return Roofline((), KernelTable(out), hw, None, "none", tuple(notes + ["empty kernel table"]))
-    step_us, basis, share_note = _step_time(df)
+    # MatMul-family rows picked inside one query that reads only the columns it groups and
+    # sums: a 1M-row table is not copied. Each signature keeps its rows' positions, which
+    # give its first row's values (gathered afterwards: a `first` of text per group costs as
+    # much as the grouping) and the table's sig_id column (by position, no join on text
+    # keys). The step spans run in the same parallel collect.
+    mask, op_type, fam_map = _matmul_mask(df, rules)
+    grouped = (df.lazy().with_row_index("__idx").filter(mask).with_columns(op_type)
+               .group_by(_KEYS, maintain_order=True).agg(
+                   pl.len().alias("count"), pl.col("dur_us").sum().alias("total_us"),
+                   pl.col("dur_us").mean().alias("mean_us"),
+                   pl.col("start_ns").min().alias("__first"),
+                   _counter(df, "aic_mac_ratio").alias("mac"),
+                   _counter(df, "aic_mte2_ratio").alias("mte2"),
+                   _read_bytes(df).alias("read_bytes"), pl.col("__idx"))
+               .sort(["total_us", "__first"], descending=[True, False], nulls_last=True)
+               .with_row_index("sig_id"))
+    groups, spans = pl.collect_all([grouped, _step_spans(df)])
+    step_us, basis, share_note = _step_time(df, spans)
     notes.append(share_note)
 
-    # Only the columns the grouping reads, MatMul-family rows only: a 1M-row table is not
-    # copied, and rows reach their signature by position, not by a join on text keys.
-    used = ["row", "source", "type", "name", "start_ns", "dur_us", *_KEYS[1:], "output_shapes",
-            "output_dtypes", "output_formats",
-            *(c for c in ("aic_mac_ratio", "aic_mte2_ratio", *MAIN_MEMORY_READ_KB)
-              if c in df.columns)]
-    mm = _matmul_rows(df.select(used).with_row_index("__idx"), rules)
-    keys = [pl.col(c).fill_null("\x00") for c in _KEYS]
-    groups = (mm.group_by(keys, maintain_order=True).agg(
-        pl.first("__type").alias("type_"), pl.first("__family"),
-        pl.first("input_shapes").alias("shapes_"), pl.first("input_dtypes").alias("dtypes_"),
-        pl.first("input_formats").alias("formats_"), pl.first("output_shapes"),
-        pl.first("output_dtypes"), pl.first("output_formats"), pl.first("name"),
-        pl.len().alias("count"), pl.col("dur_us").sum().alias("total_us"),
-        pl.col("dur_us").mean().alias("mean_us"), pl.col("start_ns").min().alias("__first"),
-        _counter(mm, "aic_mac_ratio").alias("mac"), _counter(mm, "aic_mte2_ratio").alias("mte2"),
-        _read_bytes(mm).alias("read_bytes"),
-        pl.col("source").head(3).alias("__src"), pl.col("row").head(3).alias("__row"),
-        pl.col("__idx"))
-        .sort(["total_us", "__first"], descending=[True, False], nulls_last=True)
-        .with_row_index("sig_id"))
-
+    heads = groups["__idx"].list.head(3).to_list()
+    firsts = df.select(pl.col("output_shapes", "output_dtypes", "output_formats", "name")
+                       .gather([h[0] for h in heads]))
+    sampled = df.select(pl.col("source", "row").gather([i for h in heads for i in h]))
+    sampled = iter(sampled.iter_rows())
     sigs: list[SignatureCost] = []
-    for row in groups.drop("__idx").iter_rows(named=True):
-        row.update({"__type": row.pop("type_"), "input_shapes": row.pop("shapes_"),
-                    "input_dtypes": row.pop("dtypes_"), "input_formats": row.pop("formats_")})
+    for row, first, head in zip(groups.drop("__idx").iter_rows(named=True),
+                                firsts.iter_rows(named=True), heads):
+        row.update(first, __family=fam_map[row["__type"]])
         row["samples"] = [f"{src or '?'}:{'?' if r is None else r}"
-                          for src, r in zip(row.pop("__src"), row.pop("__row"))]
+                          for src, r in (next(sampled) for _ in head)]
         if step_us:
             row["share"] = float(row["total_us"] or 0.0) / step_us
         sigs.append(_signature(int(row["sig_id"]), row, hw, pol, rules))

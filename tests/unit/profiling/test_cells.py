@@ -6,7 +6,6 @@ import polars as pl
 import pytest
 
 from cannbot_prefetch.profiling import columns as C
-from cannbot_prefetch.profiling.scalars import text_to_ns
 from cannbot_prefetch.profiling.cells import clean_text, strip_prefix, us_text_to_ns
 
 
@@ -32,12 +31,6 @@ def test_start_time_not_via_float():
     assert int(float(raw) * 1000) != 1736408883716197363
     assert pl.DataFrame({"s": [raw]}).select(us_text_to_ns(pl.col("s")))["s"][0] == \
         1736408883716197363
-
-
-def test_text_to_ns_for_json_values():
-    assert text_to_ns("1736408883716197.363") == 1736408883716197363
-    assert text_to_ns(5132483485974.361) == 5132483485974361
-    assert text_to_ns("N/A") is None and text_to_ns(None) is None
 
 
 def test_clean_text_and_prefixes():

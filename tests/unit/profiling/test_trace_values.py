@@ -1,6 +1,6 @@
-"""The column forms of a trace's values (ns_column, dur_column) are exact shortcuts of the scalar
-definitions (ns_of, dur_of): equal on every spelling, the common ones the fast path takes and
-the rest it must hand back. Inputs are GENERATED: hand-written edge spellings and hypothesis
+"""The column forms of a trace's values (ns_column, dur_column) answer what their one-value forms
+(ns_of, dur_of) answer: equal on every spelling, the common ones and the rest, in any mix (the
+timestamp rule itself is pinned in test_timestamp_ns.py). Inputs are GENERATED: hand-written edge spellings and hypothesis
 strategies over what a JSON decoder can hand the readers (float literals arrive as text)."""
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def test_columns_equal_scalars(values):
     _check(ident_column, ident, values)
 
 
-# Columns the whole-column path takes or must refuse: every value `digits.ddd` (integer
-# part 0-19 digits, leading zeros, past the ns range) and at most one odd value among them.
+# Columns in the exporters' spelling `digits.ddd` (integer part 0-19 digits, leading zeros,
+# past the ns range) and at most one odd value among them.
 _common = st.builds(lambda a, b: a + "." + b, st.text("0123456789", max_size=19),
                     st.text("0123456789", min_size=3, max_size=3))
 _odd = st.one_of(_any_json, st.sampled_from(["1.2.345", "1,2.345", "-1.000", "+1.000", "١.٢٣٤",
@@ -75,13 +75,17 @@ def test_common_spelling_columns_equal_scalars(values, odd, at):
         _check(ns_column, ns_of, values[:at] + [odd] + values[at:])
 
 
-def test_a_real_length_column_takes_the_whole_column_path():
-    """A trace-sized column of the exporters' spelling: the same ns as value by value."""
-    values = [f"{1736408883716197 + 37 * k}.{k % 1000:03d}" for k in range(20000)]
-    values[7] = "0000000000000000001.000"       # leading zeros: JSON refuses, `int` reads
-    _check(ns_column, ns_of, values)
-    for odd in ("1,2.345", "1.2.345", "-1.000", "1.23", "١.٢٣٤", "9999999999999999.999", 5):
-        _check(ns_column, ns_of, values[:9] + [odd] + values[10:])
+def test_a_real_length_column():
+    """A trace-sized column of the exporters' spelling `whole.ddd`: each ns is whole * 1000 +
+    ddd (worked out from the numbers the text was written from), also with one odd value."""
+    parts = [(1736408883716197 + 37 * k, k % 1000) for k in range(20000)]
+    values = [f"{w}.{f:03d}" for w, f in parts]
+    want = [w * 1000 + f for w, f in parts]
+    values[7], want[7] = "0000000000000000001.000", 1_000        # leading zeros
+    assert ns_column(values) == want
+    for odd, ns in (("1,2.345", None), ("1.2.345", None), ("-1.000", None), ("1.23", 1_230),
+                    ("\u0661.\u0662\u0663\u0664", None), ("9999999999999999.999", None), (5, 5_000)):
+        assert ns_column(values[:9] + [odd] + values[10:]) == want[:9] + [ns] + want[10:]
 
 
 @settings(max_examples=200, deadline=None)
