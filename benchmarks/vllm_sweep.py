@@ -540,10 +540,19 @@ def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
                            "prefetch", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _wheel_configs(models: Path) -> Path:
+    """The wheel's `vllm/transformers_utils/configs` beside its models folder: put on the shim's
+    package of that name at run time, so a model file's `from vllm.transformers_utils.configs.<x>
+    import ...` (moondream3, nemotron_parse3_5's radio) reads vLLM's own config classes, never
+    copied into the shim."""
+    return models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])
+
+
 def _import_with_shim(path: Path, models: Path) -> str:
     """'' when the rewritten file imports under the shim, else the first error line. It is
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
-    models package, then the wheel's folder for siblings the copy lacks), so its relative imports
+    models package, then the wheel's folder for siblings the copy lacks; the wheel's config
+    classes to the shim's configs package, `_wheel_configs`), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
     vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
@@ -552,6 +561,8 @@ def _import_with_shim(path: Path, models: Path) -> str:
             "with vllm_shim():\n"
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            "    import vllm.transformers_utils.configs as cfgs\n"
+            f"    cfgs.__path__.append({str(_wheel_configs(models))!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -579,9 +590,13 @@ def build():
         import vllm.model_executor.models as pkg
         from vllm.config import ModelConfig, VllmConfig
 
+        import vllm.transformers_utils.configs as cfgs
+
         for extra in ({here!r}, {models!r}):
             if extra not in pkg.__path__:
                 pkg.__path__.append(extra)
+        if {configs!r} not in cfgs.__path__:
+            cfgs.__path__.append({configs!r})        # vLLM's own config classes (the wheel's)
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
@@ -605,7 +620,8 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
-                                  here=str(copy.parent), models=str(src.parent)))
+                                  here=str(copy.parent), models=str(src.parent),
+                                  configs=str(_wheel_configs(src.parent))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",

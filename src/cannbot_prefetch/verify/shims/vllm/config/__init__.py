@@ -56,3 +56,29 @@ _CURRENT = VllmConfig()
 
 def get_current_vllm_config() -> VllmConfig:
     return _CURRENT
+
+
+def str_dtype_to_torch_dtype(name):
+    """A dtype named by a string ("bfloat16", "float16", "float32", ...) as torch's; None stays
+    None (vLLM's config/model.py helper)."""
+    import torch
+    if name is None or isinstance(name, torch.dtype):
+        return name
+    return getattr(torch, str(name).replace("torch.", ""))
+
+
+@dataclass
+class MultiModalConfig:
+    """vLLM's multimodal settings at their defaults (a tower on one rank, no encoder data
+    parallelism); read by vision helpers while a multimodal model builds."""
+    mm_encoder_tp_mode: str = "weights"
+    mm_encoder_attn_backend: Any = None
+    limit_per_prompt: dict = field(default_factory=dict)
+
+    def get_limit_per_prompt(self, modality: str) -> int:
+        return 1
+
+
+def get_current_vllm_config_or_none():
+    """The current config (the shim always has one: `_CURRENT`)."""
+    return _CURRENT

@@ -22,3 +22,9 @@ def set_default_torch_dtype(dtype):
 
 def direct_register_custom_op(*_, **__):
     return None
+
+
+def is_torch_equal_or_newer(target: str) -> bool:
+    """torch's version >= target (release numbers compared; vLLM's torch_utils helper)."""
+    from packaging.version import Version
+    return Version(torch.__version__).release >= Version(target).release

@@ -56,3 +56,10 @@ def get_act_and_mul_fn(name: str) -> nn.Module:
     mod = _AndMul()
     mod.fn = _ACTS.get(str(name).lower(), nn.functional.silu)
     return mod
+
+
+class QuickGELU(_Act):
+    """x * sigmoid(1.702 x) (vLLM's activation.QuickGELU)."""
+
+    def __init__(self, *_, **__):
+        super().__init__(_ACTS["quick_gelu"])

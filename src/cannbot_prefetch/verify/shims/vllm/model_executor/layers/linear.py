@@ -54,3 +54,8 @@ class QKVParallelLinear(ColumnParallelLinear):
 
 class DCPGroupColumnParallelLinear(ColumnParallelLinear):
     """Column-parallel over the decode-context-parallel group: one rank here."""
+
+
+class UnquantizedLinearMethod:
+    """vLLM's plain (unquantized) linear method: a type only here (k2_horizon tests
+    `isinstance(layer.quant_method, UnquantizedLinearMethod)`; the shim's linears carry none)."""

@@ -53,3 +53,12 @@ class IsHybrid:
 
 class SupportsMambaPrefixCaching:
     pass
+
+
+MultiModalEmbeddings = list        # vLLM: list[Tensor] | Tensor | tuple[Tensor, ...]
+
+
+class SupportsMultiModal:
+    """Multimodal models' marker (vLLM's interface); the shim's decode step is text only."""
+    supports_multimodal = True
+    merge_by_field_config = False

@@ -69,3 +69,12 @@ def get_pp_missing_layer_names(model) -> list:
 def get_spec_layer_idx_from_weight_name(config, weight_name):
     """A speculative (MTP) layer's index from a checkpoint name: the shim loads no weights."""
     return None
+
+
+def fast_topk(values, topk: int, dim: int):
+    """(values, indices) of the top `topk` along `dim` (vLLM's helper: torch.max for k = 1,
+    torch.topk otherwise; the same result)."""
+    import torch
+    if topk == 1:
+        return torch.max(values, dim=dim, keepdim=True)
+    return torch.topk(values, topk, dim=dim)
