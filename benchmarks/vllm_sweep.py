@@ -72,10 +72,18 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
         "n_inner": 512, "layer_types": ["full_attention", "full_attention"],
         "global_head_dim": 32, "block_dim": 256, "conv_dim": 256,
-        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32}
+        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32,
+        "mla_scale_q_lora": True, "mla_scale_kv_lora": True, "zero_expert_type": "identity",
+        "scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4}
 # (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
-# a family transformers does not know: each set to the tiny width it stands for)
+# a family transformers does not know: each set to the tiny width it stands for; mla_scale_*,
+# zero_expert_type ("identity"):
+# longcat_flash reads them from its config.json (meituan-longcat/LongCat-Flash-Chat: true) and
+# transformers' LongcatFlashConfig does not define them; scale_emb / dim_model_base /
+# scale_depth: minicpm's remote-code config (openbmb/MiniCPM-2B config.json: 12, 256, 1.4; 256
+# is also TINY's hidden size), which transformers does not ship. No general rule gives a value
+# for a key no config class defines, so each is named here with its source)
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -577,15 +585,18 @@ import importlib
 import json
 
 import torch
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from cannbot_prefetch.verify.shims import vllm_shim
 
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    data.pop("model_type", None)
-    cfg = PretrainedConfig(**data)
+    kind = data.pop("model_type", None)
+    try:            # the family's own config class, as vLLM hands it (nemotron asserts its type)
+        cfg = AutoConfig.for_model(kind, **data) if kind else PretrainedConfig(**data)
+    except Exception:
+        cfg = PretrainedConfig(**data)
     with vllm_shim():
         import vllm.model_executor.models as pkg
         from vllm.config import ModelConfig, VllmConfig

@@ -9,6 +9,15 @@ class ModelConfig:
 
     max_model_len: int = 256
 
+    def __post_init__(self):
+        """vLLM's config loading (transformers_utils/config.py `patch_rope_parameters`): a config
+        with a rope theta gets its standard `rope_parameters` (minicpm reads them)."""
+        c = self.hf_config
+        if c is not None and hasattr(c, "standardize_rope_params") and (
+                getattr(c, "rope_theta", None) is not None
+                or getattr(c, "rope_parameters", None)):
+            c.standardize_rope_params()
+
     @property
     def hf_text_config(self):
         return self.hf_config

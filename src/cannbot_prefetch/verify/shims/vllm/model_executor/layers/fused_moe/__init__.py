@@ -130,3 +130,18 @@ def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, activation="sil
         weight = (topk_weights * (topk_ids == e)).sum(-1, keepdim=True)
         out = out + y * weight.to(y.dtype)
     return out
+
+
+class _MoEConfig:
+    """What a model file reads of vLLM's FusedMoEConfig (`experts.moe_config.hidden_dim`, the
+    runner's padded width: the hidden size itself at TP 1 without padding)."""
+
+    def __init__(self, hidden_dim: int, num_experts: int):
+        self.hidden_dim, self.num_experts = hidden_dim, num_experts
+
+
+# longcat_flash reads `self.experts.moe_config.hidden_dim`; its router's logits also cover its
+# weightless "zero" experts (ids >= E), which `_routed` leaves out: only the E experts with
+# weights are computed (shape-faithful; the identity experts add no weights to read)
+FusedMoE.moe_config = property(lambda self: _MoEConfig(self.w13_weight.shape[-1],
+                                                       self.w13_weight.shape[0]))
