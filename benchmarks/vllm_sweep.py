@@ -72,18 +72,31 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
         "n_inner": 512, "layer_types": ["full_attention", "full_attention"],
         "global_head_dim": 32, "block_dim": 256, "conv_dim": 256,
-        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32,
-        "mla_scale_q_lora": True, "mla_scale_kv_lora": True, "zero_expert_type": "identity",
-        "scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4}
+        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32}
 # (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
-# a family transformers does not know: each set to the tiny width it stands for; mla_scale_*,
-# zero_expert_type ("identity"):
-# longcat_flash reads them from its config.json (meituan-longcat/LongCat-Flash-Chat: true) and
-# transformers' LongcatFlashConfig does not define them; scale_emb / dim_model_base /
-# scale_depth: minicpm's remote-code config (openbmb/MiniCPM-2B config.json: 12, 256, 1.4; 256
-# is also TINY's hidden size), which transformers does not ship. No general rule gives a value
-# for a key no config class defines, so each is named here with its source)
+# a family transformers does not know: each set to the tiny width it stands for)
+# keys a family's released config.json carries that no config class here defines (transformers
+# has no class for the family, or its class renames or drops them) and vLLM's file reads
+# directly (`config.X`): no rule derives their values, so each family's are named, with where
+# they come from, and given to that family only (`run_family`)
+RELEASED_KEYS = {
+    # meituan-longcat/LongCat-Flash-Chat config.json: both LoRA norms scaled, identity "zero"
+    # experts; transformers' LongcatFlashConfig defines neither
+    "longcat_flash": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True,
+                      "zero_expert_type": "identity"},
+    # openbmb/MiniCPM-2B config.json (remote code; transformers ships no MiniCPMConfig):
+    # embedding scale 12, logits scaled by hidden / 256 (256 is TINY's hidden too), depth 1.4
+    "minicpm": {"scale_emb": 12, "dim_model_base": 256, "scale_depth": 1.4},
+    # MiniMaxAI/MiniMax-M2 config.json: rotary on half the head (64 of 128: 16 of TINY's 32),
+    # sigmoid routing; transformers' MiniMaxM2Config stores neither
+    "minimax_m2": {"rotary_dim": 16, "scoring_func": "sigmoid"},
+    # XiaomiMiMo/MiMo-V2-Flash's config.json names (transformers' MiMoV2FlashConfig renames
+    # them): the norm epsilon (TINY's rms_norm_eps), a 128-token window, and one full and one
+    # sliding-window layer (1 = sliding, mimo_v2.py `hybrid_layer_pattern[layer_id] == 1`)
+    "mimo_v2": {"layernorm_epsilon": 1e-6, "sliding_window_size": 128,
+                "hybrid_layer_pattern": [0, 1]},
+}
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -686,7 +699,7 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
             sib = _sibling(src, n)
             if sib is not None:
                 shutil.copy(sib, copy.parent)
-        cfg = family_config(src)
+        cfg = {**family_config(src), **RELEASED_KEYS.get(fam, {})}
         (d / "config.json").write_text(json.dumps(cfg, default=str))
         for model_src in (copy, copy.parent):
             asked = list(tg)
