@@ -85,9 +85,18 @@ class MultiModalConfig:
     limit_per_prompt: dict = field(default_factory=dict)
 
     def get_limit_per_prompt(self, modality: str) -> int:
-        return 1
+        """Text only: no item of any modality per prompt (verify runs a text decode step)."""
+        return 0
 
 
 def get_current_vllm_config_or_none():
     """The current config (the shim always has one: `_CURRENT`)."""
     return _CURRENT
+
+
+# what a multimodal model file asks of its ModelConfig: the (text-only) multimodal settings,
+# and the generation config (llama4 reads its attention temperature tuning from it: none here)
+ModelConfig.multimodal_config = property(lambda self: MultiModalConfig())
+ModelConfig.get_multimodal_config = lambda self: MultiModalConfig()
+ModelConfig.try_get_generation_config = lambda self: {}
+ModelConfig.override_generation_config = property(lambda self: {})

@@ -28,3 +28,6 @@ def __getattr__(name: str):
     from vllm._standin import standins
 
     return standins(__name__)(name)
+
+
+from .mm_encoder_attention import MMEncoderAttention  # noqa: E402,F401
