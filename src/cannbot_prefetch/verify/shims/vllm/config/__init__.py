@@ -80,8 +80,12 @@ def str_dtype_to_torch_dtype(name):
 class MultiModalConfig:
     """vLLM's multimodal settings at their defaults (a tower on one rank, no encoder data
     parallelism); read by vision helpers while a multimodal model builds."""
+    language_model_only: bool = True        # the text-only run verify makes
+    mm_encoder_only: bool = False
     mm_encoder_tp_mode: str = "weights"
     mm_encoder_attn_backend: Any = None
+    mm_encoder_attn_dtype: Any = None
+    mm_processor_kwargs: Any = None
     limit_per_prompt: dict = field(default_factory=dict)
 
     def get_limit_per_prompt(self, modality: str) -> int:

@@ -19,6 +19,7 @@ class MMEncoderAttention(nn.Module):
         self.h, self.d = num_heads, head_size
         self.kv = num_kv_heads or num_heads
         self.scale = scale if scale is not None else head_size ** -0.5
+        self.attn_backend = "TORCH_SDPA"      # what vLLM picks on a CPU (a name, read by towers)
 
     def forward(self, query, key, value, *_a, **_k):
         lead, t = query.shape[:-2], query.shape[-2]
