@@ -622,6 +622,14 @@ def build():
         if {configs!r} not in cfgs.__path__:
             cfgs.__path__.append({configs!r})        # vLLM's own config classes (the wheel's)
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
+        from vllm.model_executor.models.interfaces import SupportsMultiModal
+
+        text = next((getattr(cfg, k) for k in {subs!r} if getattr(cfg, k, None) is not None),
+                    None)
+        if text is not None and not issubclass(mod.{cls}, SupportsMultiModal):
+            # a text-only *ForCausalLM is built from the text sub-config, as vLLM builds it
+            # (mllama4's init_vllm_registered_model(hf_config=config.text_config): llama4)
+            cfg = text if isinstance(text, PretrainedConfig) else PretrainedConfig(**text)
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
     return model, (torch.tensor([7, 11]), torch.tensor([5, 9]))
@@ -645,7 +653,8 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
                                   here=str(copy.parent), models=str(src.parent),
-                                  configs=str(_wheel_configs(src.parent))))
+                                  configs=str(_wheel_configs(src.parent)),
+                                  subs=TEXT_SUBCONFIGS))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",
