@@ -96,6 +96,10 @@ RELEASED_KEYS = {
     # sliding-window layer (1 = sliding, mimo_v2.py `hybrid_layer_pattern[layer_id] == 1`)
     "mimo_v2": {"layernorm_epsilon": 1e-6, "sliding_window_size": 128,
                 "hybrid_layer_pattern": [0, 1]},
+    # allenai/Molmo-7B-D-0924 config.json (remote code): RMS norms before each block, no q/k
+    # norm, qkv with bias, the embedding as wide as the vocabulary (TINY's), an untied head
+    "molmo": {"attention_layer_norm": False, "layer_norm_type": "rms", "norm_after": False,
+              "qkv_bias": True, "embedding_size": 512, "weight_tying": False},
 }
 TP = 2
 ENV = "CANNBOT_PREFETCH"
