@@ -677,7 +677,18 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     absent = [c for c in bad if c.get("name") == "fires"
               and str(c.get("detail", "")).startswith("no module of ")]
     bad = [c for c in bad if c not in absent]
-    note = (f" ({len(absent)} site(s) of classes {cls} does not build under the tiny config: "
+    # a site in a vision or audio tower's class (`is_tower`) the text decode step never runs
+    # (molmo builds its vision backbone in a text-only deployment too): listed, not a failure
+    plan = yaml.safe_load(plan_path.read_text()) or {}
+    owner = {str(s.get("id")): f"{s['target']['class']}.{s['target']['attr']}"
+             for s in plan.get("sites") or []}
+    idle = [c for c in bad if c.get("name") == "fires" and is_tower(owner.get(
+        str(c.get("site")), "")) and str(c.get("detail", "")).startswith("fired 0/")]
+    bad = [c for c in bad if c not in idle]
+    if idle:
+        absent += idle
+    note = (f" ({len(absent)} site(s) of classes {cls} does not build under the tiny config"
+            f" or of towers a text step does not run: "
             + ", ".join(str(c.get("site") or c.get("detail"))[:60] for c in absent) + ")"
             ) if absent else ""
     if not bad:
