@@ -573,7 +573,7 @@ def _wheel_configs(models: Path) -> Path:
     return models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])
 
 
-def _import_with_shim(path: Path, models: Path) -> str:
+def _import_with_shim(path: Path, models: Path, timeout: int = 120) -> str:
     """'' when the rewritten file imports under the shim, else the first error line. It is
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
     models package, then the wheel's folder for siblings the copy lacks; the wheel's config
@@ -590,8 +590,8 @@ def _import_with_shim(path: Path, models: Path) -> str:
             f"    cfgs.__path__.append({str(_wheel_configs(models))!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env=env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=timeout, env=env)
     return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["?"])[-1][:160]
 
 
@@ -793,7 +793,8 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
             res["parses"] = True
         except SyntaxError as exc:
             res["why"] = f"rewritten file does not parse: {exc}"
-        res["import_shim"] = _import_with_shim(copy, src.parent) or "ok"
+        # the family's time limit (an import on a loaded machine can pass two minutes)
+        res["import_shim"] = _import_with_shim(copy, src.parent, timeout) or "ok"
         if res["import_shim"] == "ok" and res["applied"] and (verify is None or fam in verify):
             res["verify"] = _verify_with_shim(d, copy, src, plan_path, timeout)
         elif verify is None or fam in verify:
