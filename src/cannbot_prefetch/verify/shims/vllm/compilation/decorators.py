@@ -6,3 +6,8 @@ def support_torch_compile(cls=None, **_):
     if cls is None:
         return lambda c: c
     return cls
+
+
+def should_torch_compile_mm_encoder(*_a, **_k) -> bool:
+    """Compile a multimodal encoder: never on the shim (eager)."""
+    return False

@@ -9,6 +9,15 @@ class ModelConfig:
 
     max_model_len: int = 256
 
+    def __post_init__(self):
+        """vLLM's config loading (transformers_utils/config.py `patch_rope_parameters`): a config
+        with a rope theta gets its standard `rope_parameters` (minicpm reads them)."""
+        c = self.hf_config
+        if c is not None and hasattr(c, "standardize_rope_params") and (
+                getattr(c, "rope_theta", None) is not None
+                or getattr(c, "rope_parameters", None)):
+            c.standardize_rope_params()
+
     @property
     def hf_text_config(self):
         return self.hf_config
@@ -94,5 +103,43 @@ VllmConfig.scheduler_config = _per_instance("scheduler_config", SchedulerConfig)
 VllmConfig.compilation_config = _per_instance("compilation_config", CompilationConfig)
 VllmConfig.speculative_config = None
 VllmConfig.lora_config = None          # no LoRA adapters
-ModelConfig.multimodal_config = None    # a text model (qwen3_next reads it to pick a rope path)
 VllmConfig.num_speculative_tokens = 0   # no speculative decoding (zaya, ShortConv read it)
+
+
+def str_dtype_to_torch_dtype(name):
+    """A dtype named by a string ("bfloat16", "float16", "float32", ...) as torch's; None stays
+    None (vLLM's config/model.py helper)."""
+    import torch
+    if name is None or isinstance(name, torch.dtype):
+        return name
+    return getattr(torch, str(name).replace("torch.", ""))
+
+
+@dataclass
+class MultiModalConfig:
+    """vLLM's multimodal settings at their defaults (a tower on one rank, no encoder data
+    parallelism); read by vision helpers while a multimodal model builds."""
+    language_model_only: bool = True        # the text-only run verify makes
+    mm_encoder_only: bool = False
+    mm_encoder_tp_mode: str = "weights"
+    mm_encoder_attn_backend: Any = None
+    mm_encoder_attn_dtype: Any = None
+    mm_processor_kwargs: Any = None
+    limit_per_prompt: dict = field(default_factory=dict)
+
+    def get_limit_per_prompt(self, modality: str) -> int:
+        """Text only: no item of any modality per prompt (verify runs a text decode step)."""
+        return 0
+
+
+def get_current_vllm_config_or_none():
+    """The current config (the shim always has one: `_CURRENT`)."""
+    return _CURRENT
+
+
+# what a multimodal model file asks of its ModelConfig: the (text-only) multimodal settings,
+# and the generation config (llama4 reads its attention temperature tuning from it: none here)
+ModelConfig.multimodal_config = property(lambda self: MultiModalConfig())
+ModelConfig.get_multimodal_config = lambda self: MultiModalConfig()
+ModelConfig.try_get_generation_config = lambda self: {}
+ModelConfig.override_generation_config = property(lambda self: {})

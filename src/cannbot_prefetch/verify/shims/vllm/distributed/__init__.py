@@ -61,3 +61,9 @@ def get_dp_group() -> _Group:
 
 def split_tensor_along_last_dim(x, num_partitions, contiguous_split_chunks=False):
     return x.chunk(num_partitions, dim=-1)
+
+
+def divide(numerator: int, denominator: int) -> int:
+    """Exact integer division (vLLM's distributed.utils.divide asserts divisibility)."""
+    assert numerator % denominator == 0, f"{numerator} is not divisible by {denominator}"
+    return numerator // denominator

@@ -39,3 +39,9 @@ def direct_register_custom_op(op_name=None, op_func=None, mutates_args=None, fak
 
 
 _LIB = torch.library.Library("vllm", "FRAGMENT")      # kept alive: the ops live as long as it
+
+
+def is_torch_equal_or_newer(target: str) -> bool:
+    """torch's version >= target (release numbers compared; vLLM's torch_utils helper)."""
+    from packaging.version import Version
+    return Version(torch.__version__).release >= Version(target).release

@@ -60,3 +60,10 @@ def get_act_and_mul_fn(name: str) -> nn.Module:
 
 # squared ReLU (nemotron_h's MLP: vLLM's ReLUSquaredActivation)
 _ACTS["relu2"] = lambda x: torch.relu(x).square()
+
+
+class QuickGELU(_Act):
+    """x * sigmoid(1.702 x) (vLLM's activation.QuickGELU)."""
+
+    def __init__(self, *_, **__):
+        super().__init__(_ACTS["quick_gelu"])

@@ -60,3 +60,46 @@ class SupportsReplaySSM:
 
 
 MambaStateShapes = tuple      # the state shapes a hybrid model's classmethod returns (annotation)
+
+
+import contextlib  # noqa: E402
+
+import torch  # noqa: E402
+
+MultiModalEmbeddings = list        # vLLM: list[Tensor] | Tensor | tuple[Tensor, ...]
+
+
+class SupportsMultiModal:
+    """Multimodal models' interface as vLLM runs a text-only deployment (no item of any
+    modality per prompt, `MultiModalConfig.get_limit_per_prompt` 0): the towers a model builds
+    inside `_mark_tower_model` are skipped (built on the meta device, so no weights are
+    allocated, then replaced by a placeholder, as vLLM's StageMissingLayer), the language model
+    is built as usual. The shim's decode step is text only."""
+    supports_multimodal = True
+    merge_by_field_config = False
+
+    @contextlib.contextmanager
+    def _mark_language_model(self, vllm_config=None, *, targets=None):
+        yield
+
+    @contextlib.contextmanager
+    def _mark_tower_model(self, vllm_config=None, modalities=None, *, targets=None):
+        before = set(self._modules)
+        with torch.device("meta"):
+            yield
+        for name in set(self._modules) - before:
+            self._modules[name] = _SkippedTower(name)
+
+    def configure_mm_token_handling(self, *_a, **_k):
+        pass
+
+
+class _SkippedTower(torch.nn.Module):
+    """A tower not built in a text-only run (vLLM's StageMissingLayer): calling it raises."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def forward(self, *_a, **_k):
+        raise RuntimeError(f"tower {self.name} is not built in a text-only run")

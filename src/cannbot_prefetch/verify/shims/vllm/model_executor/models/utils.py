@@ -74,3 +74,12 @@ def get_spec_layer_idx_from_weight_name(config, weight_name):
 def maybe_fuse_shared_experts(weights, **_):
     """Checkpoint weights as given: no shared expert is fused on the shim (load time only)."""
     return weights
+
+
+def fast_topk(values, topk: int, dim: int):
+    """(values, indices) of the top `topk` along `dim` (vLLM's helper: torch.max for k = 1,
+    torch.topk otherwise; the same result)."""
+    import torch
+    if topk == 1:
+        return torch.max(values, dim=dim, keepdim=True)
+    return torch.topk(values, topk, dim=dim)

@@ -28,3 +28,17 @@ def __getattr__(name: str):
     from vllm._standin import standins
 
     return standins(__name__)(name)
+
+
+from .mm_encoder_attention import MMEncoderAttention  # noqa: E402,F401
+
+
+class ChunkedLocalAttention(Attention):
+    """Attention within chunks of `attention_chunk_size` positions (llama4's local layers). The
+    shim's attention sees no positions, so it attends causally over the step's tokens: the same
+    as vLLM's whenever they share a chunk (a decode step's few tokens in a chunk of thousands)."""
+
+    def __init__(self, num_heads, head_size, scale, attention_chunk_size=None,
+                 num_kv_heads=None, **k):
+        super().__init__(num_heads, head_size, scale, num_kv_heads=num_kv_heads, **k)
+        self.attention_chunk_size = attention_chunk_size

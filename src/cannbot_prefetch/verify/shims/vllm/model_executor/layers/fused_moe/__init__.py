@@ -92,3 +92,71 @@ def activation_without_mul(activation: str) -> str:
 # the non-gated expert activations by vLLM's names
 _NO_MUL = {"relu2_no_mul": lambda x: torch.relu(x).square(),
            "silu_no_mul": nn.functional.silu, "gelu_no_mul": nn.functional.gelu}
+
+
+class MoEActivation:
+    """vLLM's MoE activation names (fused_moe/activation.py is an Enum; a plain namespace of the
+    same values here: model files only pass a member on)."""
+    SILU = "silu"
+    GELU = "gelu"
+    GELU_TANH = "gelu_tanh"
+    RELU2 = "relu2"
+    SWIGLUOAI = "swigluoai"
+    SILU_NO_MUL = "silu_no_mul"
+    GELU_NO_MUL = "gelu_no_mul"
+    GELU_TANH_NO_MUL = "gelu_tanh_no_mul"
+    RELU2_NO_MUL = "relu2_no_mul"
+
+
+def fused_topk(hidden_states, gating_output, topk, renormalize, indices_type=None,
+               scoring_func="softmax"):
+    """(weights, ids, token_expert_indices) of the top `topk` experts per token, softmax or
+    sigmoid scores (vLLM's fused_topk_router.fused_topk), computed in float32."""
+    g = gating_output.float()
+    scores = torch.sigmoid(g) if scoring_func == "sigmoid" else torch.softmax(g, dim=-1)
+    w, ids = torch.topk(scores, topk, dim=-1)
+    if renormalize:
+        w = w / w.sum(-1, keepdim=True)
+    return w, ids.to(indices_type or torch.int32), ids.to(torch.int32)
+
+
+def _moe_act(name, x):
+    name = getattr(name, "value", name) or "silu"
+    if str(name).endswith("_no_mul"):
+        return {"silu": torch.nn.functional.silu, "relu2": lambda y: torch.relu(y) ** 2}.get(
+            str(name)[:-7], lambda y: torch.nn.functional.gelu(y))(x)
+    d = x.shape[-1] // 2
+    act = {"gelu": torch.nn.functional.gelu,
+           "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
+           "relu2": lambda y: torch.relu(y) ** 2}.get(str(name), torch.nn.functional.silu)
+    return act(x[..., :d]) * x[..., d:]
+
+
+def fused_experts(hidden_states, w1, w2, topk_weights, topk_ids, activation="silu",
+                  apply_router_weight_on_input=False, global_num_experts=-1, expert_map=None,
+                  quant_config=None, **_):
+    """Routed experts densely in plain torch: per expert e, act(x @ w1[e].T) @ w2[e].T weighted
+    by the token's routing weight for e (vLLM's fused_experts: w1 [E, 2I, H] (or [E, I, H] for
+    a `_no_mul` activation), w2 [E, H, I]); every expert's weights are read."""
+    out = torch.zeros_like(hidden_states)
+    for e in range(w1.shape[0]):
+        gu = hidden_states @ w1[e].t()
+        y = _moe_act(activation, gu) @ w2[e].t()
+        weight = (topk_weights * (topk_ids == e)).sum(-1, keepdim=True)
+        out = out + y * weight.to(y.dtype)
+    return out
+
+
+class _MoEConfig:
+    """What a model file reads of vLLM's FusedMoEConfig (`experts.moe_config.hidden_dim`, the
+    runner's padded width: the hidden size itself at TP 1 without padding)."""
+
+    def __init__(self, hidden_dim: int, num_experts: int):
+        self.hidden_dim, self.num_experts = hidden_dim, num_experts
+
+
+# longcat_flash reads `self.experts.moe_config.hidden_dim`; its router's logits also cover its
+# weightless "zero" experts (ids >= E), which `_routed` leaves out: only the E experts with
+# weights are computed (shape-faithful; the identity experts add no weights to read)
+FusedMoE.moe_config = property(lambda self: _MoEConfig(self.w13_weight.shape[-1],
+                                                       self.w13_weight.shape[0]))

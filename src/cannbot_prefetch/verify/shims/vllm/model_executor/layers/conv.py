@@ -1,4 +1,4 @@
-"""vllm.multimodal as a model file imports it; names a TP-1 decode step on the shim never uses are
+"""vllm.model_executor.layers.conv as a model file imports it; names a TP-1 decode step on the shim never uses are
 stand-ins that raise when built or called (`vllm._standin`)."""
 from vllm._standin import standins
 
