@@ -40,6 +40,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -514,7 +515,8 @@ def _sub_configs(tree: ast.Module) -> dict:
 
 def _listed(cfg: dict, default: dict, tree: ast.Module) -> dict:
     """TINY's numbers in the kind of key the family uses: a key whose class default is a list
-    (ernie4_5_vl_moe's `moe_intermediate_size`, one per modality) stays a list of that length,
+    (ernie4_5_vl_moe's `moe_intermediate_size`, one per modality) stays a list of that length
+    (one per layer, when the default has one per default layer: gemma3n's `intermediate_size`),
     and a key the file indexes (`config.moe_num_experts[1]`: a list in the released config,
     transformers' class folding it to a number) is a list long enough for every index read;
     each element the tiny value."""
@@ -525,11 +527,23 @@ def _listed(cfg: dict, default: dict, tree: ast.Module) -> dict:
                 ast.unparse(n.value.value).split(".")[-1].endswith("config"):
             reads[n.value.attr] = max(reads.get(n.value.attr, 0), n.slice.value + 1)
     out = dict(cfg)
+    layers = default.get("num_hidden_layers")
     for k, v in cfg.items():
+        # a count of some of the decoder's layers (`num_kv_shared_layers`: gemma3n's 15 of 35)
+        # that the tiny layer count cannot hold keeps its share of the layers, at least one
+        # and at least one layer outside it
+        if re.fullmatch(r"num_\w+_layers", k) and k != "num_hidden_layers" and \
+                isinstance(v, int) and not isinstance(v, bool) and isinstance(layers, int) and \
+                TINY["num_hidden_layers"] < v < layers:
+            n = TINY["num_hidden_layers"]
+            out[k] = max(1, min(n - 1, round(n * v / layers)))
         if k not in TINY or isinstance(v, (list, dict)):
             continue
         d = default.get(k)
-        length = max(len(d) if isinstance(d, list) else 0, reads.get(k, 0))
+        length = len(d) if isinstance(d, list) else 0
+        if length and length == default.get("num_hidden_layers"):
+            length = TINY["num_hidden_layers"]    # one per layer (gemma3n's intermediate_size)
+        length = max(length, reads.get(k, 0))
         if length:
             out[k] = [v] * length
     return out
@@ -540,18 +554,28 @@ def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
                            "prefetch", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _wheel_configs(models: Path) -> Path:
+    """The wheel's `vllm/transformers_utils/configs` beside its models folder: vLLM's own HF
+    config classes (falcon.py's `RWConfig`), put on the shim's package path at run time rather
+    than written again (the shim's package names nothing itself)."""
+    return models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])
+
+
 def _import_with_shim(path: Path, models: Path) -> str:
     """'' when the rewritten file imports under the shim, else the first error line. It is
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
-    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    vLLM, and vLLM's own config classes (`vllm.transformers_utils.configs.falcon`) are the
+    wheel's (`_wheel_configs`), in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
             "with vllm_shim():\n"
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            "    import vllm.transformers_utils.configs as cfgs\n"
+            f"    cfgs.__path__.append({str(_wheel_configs(models))!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -566,15 +590,24 @@ import importlib
 import json
 
 import torch
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from cannbot_prefetch.verify.shims import vllm_shim
 
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    data.pop("model_type", None)
-    cfg = PretrainedConfig(**data)
+    # the family's own config class where transformers has one (its properties, FalconConfig's
+    # `rotary`, are read by the model file); a plain PretrainedConfig for one it does not know
+    mtype = data.pop("model_type", None)
+    try:
+        kind = type(AutoConfig.for_model(mtype))
+        # a key the class derives (FalconConfig's `head_dim`, a property without a setter)
+        # is left to the class
+        cfg = kind(**{{k: v for k, v in data.items() if not (
+            isinstance(getattr(kind, k, None), property) and getattr(kind, k).fset is None)}})
+    except Exception:
+        cfg = PretrainedConfig(**data)
     with vllm_shim():
         import vllm.model_executor.models as pkg
         from vllm.config import ModelConfig, VllmConfig
@@ -582,6 +615,9 @@ def build():
         for extra in ({here!r}, {models!r}):
             if extra not in pkg.__path__:
                 pkg.__path__.append(extra)
+        import vllm.transformers_utils.configs as cfgs
+        if {configs!r} not in cfgs.__path__:
+            cfgs.__path__.append({configs!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
@@ -605,7 +641,8 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
-                                  here=str(copy.parent), models=str(src.parent)))
+                                  here=str(copy.parent), models=str(src.parent),
+                                  configs=str(_wheel_configs(src.parent))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",

@@ -9,6 +9,12 @@ class ModelConfig:
 
     max_model_len: int = 256
 
+    def __post_init__(self):
+        """vLLM's config loading standardizes the RoPE keys before a model file reads them."""
+        if self.hf_config is not None:
+            from vllm.transformers_utils.config import patch_rope_parameters
+            patch_rope_parameters(self.hf_config)
+
     @property
     def hf_text_config(self):
         return self.hf_config
@@ -23,6 +29,9 @@ class ModelConfig:
 @dataclass
 class CacheConfig:
     block_size: int = 16
+    cache_dtype: str = "auto"          # vLLM's defaults (config/cache.py): the model's dtype,
+    sliding_window: int | None = None  # no window forced over the model's own
+    kv_sharing_fast_prefill: bool = False
 
 
 @dataclass

@@ -40,6 +40,13 @@ class WeightsMapper:
     def __init__(self, **kw):
         self.kw = kw
 
+    def __or__(self, other):
+        """Two mappers merged, the right one's entries winning (vLLM's `|`)."""
+        kw = {k: dict(v) if isinstance(v, dict) else v for k, v in self.kw.items()}
+        for k, v in other.kw.items():
+            kw[k] = {**kw.get(k, {}), **v} if isinstance(v, dict) else v
+        return WeightsMapper(**kw)
+
 
 class AutoWeightsLoader:
     def __init__(self, module, **_):
