@@ -20,6 +20,13 @@ class ModelConfig:
         return self.hf_config
 
     @property
+    def dtype(self):
+        """The dtype the model is built in: the shim's layers keep float32 parameters."""
+        import torch
+
+        return torch.float32
+
+    @property
     def use_mla(self) -> bool:
         """Multi-head latent attention: the config has a KV LoRA rank (vLLM's
         `is_deepseek_mla`, with `VLLM_MLA_DISABLE` unset)."""
@@ -58,6 +65,7 @@ class VllmConfig:
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     quant_config: Any = None
     parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
+    lora_config: Any = None
 
 
 _CURRENT = VllmConfig()

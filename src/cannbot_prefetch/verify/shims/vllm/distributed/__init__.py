@@ -61,3 +61,8 @@ def get_dp_group() -> _Group:
 
 def split_tensor_along_last_dim(x, num_partitions, contiguous_split_chunks=False):
     return x.chunk(num_partitions, dim=-1)
+
+
+def get_pcp_group() -> _Group:
+    """Prefill context parallelism: a group of one rank."""
+    return _Group()

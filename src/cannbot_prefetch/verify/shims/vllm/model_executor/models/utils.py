@@ -76,3 +76,26 @@ def get_pp_missing_layer_names(model) -> list:
 def get_spec_layer_idx_from_weight_name(config, weight_name):
     """A speculative (MTP) layer's index from a checkpoint name: the shim loads no weights."""
     return None
+
+
+ShardIds = object   # vLLM's type alias (a shard id, or a list of them): annotations only
+
+
+def maybe_fuse_shared_experts(weights, **_):
+    """Shared experts packed into the routed kernel's slots (AITER only): never on the shim,
+    so the checkpoint's weights pass unchanged, as vLLM's do when the fusion is off."""
+    return weights
+
+
+def skip_spec_layers(weights, config):
+    """The checkpoint's weights without the speculative (MTP) layers' (none are named on the
+    shim: `get_spec_layer_idx_from_weight_name` finds none)."""
+    return ((n, w) for n, w in weights if get_spec_layer_idx_from_weight_name(config, n) is None)
+
+
+def __getattr__(name: str):
+    """Weight-loading and pipeline helpers a TP-1 decode step never runs (StageMissingLayer,
+    no_init_weights, ...): importable, stand-ins that raise when built or called."""
+    from vllm._standin import standins
+
+    return standins(__name__)(name)
