@@ -79,6 +79,13 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
 # a family transformers does not know: each set to the tiny width it stands for; top_k_experts:
 # gemma4's name for num_experts_per_tok, None in Gemma4TextConfig's defaults)
+# Keys a family's vLLM file reads that its transformers config class does not define (the
+# released checkpoint's config.json carries them; transformers keeps such keys as attributes).
+# No rule finds them from the class, so each is named here, tiny: hy_v3.py reads
+# `config.expert_hidden_dim` as its experts' width (transformers' HYV3Config calls it
+# `moe_intermediate_size`; vLLM's own configs/mistral.py maps the two names to each other) and
+# `config.route_norm` as FusedMoE's `renormalize`.
+RELEASED_KEYS = {"hy_v3": {"expert_hidden_dim": TINY["moe_intermediate_size"], "route_norm": True}}
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -433,7 +440,7 @@ def family_config(src: Path) -> dict:
             base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return _listed({**base, **TINY}, default, tree)
+    return _listed({**base, **TINY, **RELEASED_KEYS.get(src.stem, {})}, default, tree)
 
 
 def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:

@@ -52,3 +52,9 @@ def __getattr__(name: str):
     from vllm._standin import standins
 
     return standins(__name__)(name)
+
+
+# vLLM's prefix-LM decoder attention (hrm_text): non-causal only over a prefill's prompt; at a
+# single-token decode step it attends as a causal decoder does (vLLM's own docstring,
+# prefill_prefix_lm_attention.py), so the shim's decode-step attention
+PrefillPrefixLMAttention = Attention
