@@ -40,6 +40,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,11 +74,13 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
         "num_layers": 2, "padded_vocab_size": 512, "n_head": 8, "n_embd": 256, "n_layer": 2,
         "n_inner": 512, "layer_types": ["full_attention", "full_attention"],
         "global_head_dim": 32, "block_dim": 256, "conv_dim": 256,
-        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32}
+        "swa_num_attention_heads": 8, "swa_num_key_value_heads": 4, "swa_head_dim": 32,
+        "top_k_experts": 2}
 # (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
 # a family transformers does not know: each set to the tiny width it stands for; num_dense_layers:
-# first_k_dense_replace as lfm2_moe and afmoe spell it, 2 in Lfm2MoeConfig: no MoE layer at 2)
+# first_k_dense_replace as lfm2_moe and afmoe spell it, 2 in Lfm2MoeConfig: no MoE layer at 2;
+# top_k_experts: gemma4's name for num_experts_per_tok, None in Gemma4TextConfig's defaults)
 # keys of remote-code configs (no class in transformers or vLLM) that the Bailing / Ling files
 # (bailing_moe, bailing_moe_linear, bailing_moe_v3) and sarvam read without a default, for a
 # family transformers does not know: each the tiny value of the standard key it stands for
@@ -116,6 +119,10 @@ RELEASED_KEYS = {
     # norm, qkv with bias, the embedding as wide as the vocabulary (TINY's), an untied head
     "molmo": {"attention_layer_norm": False, "layer_norm_type": "rms", "norm_after": False,
               "qkv_bias": True, "embedding_size": 512, "weight_tying": False},
+    # hy_v3.py reads `config.expert_hidden_dim` as its experts' width (transformers' HYV3Config
+    # calls it `moe_intermediate_size`; vLLM's own configs/mistral.py maps the two names to each
+    # other) and `config.route_norm` as FusedMoE's `renormalize`
+    "hy_v3": {"expert_hidden_dim": TINY["moe_intermediate_size"], "route_norm": True},
 }
 TP = 2
 ENV = "CANNBOT_PREFETCH"
@@ -636,7 +643,8 @@ def _sub_configs(tree: ast.Module) -> dict:
 
 def _listed(cfg: dict, default: dict, tree: ast.Module) -> dict:
     """TINY's numbers in the kind of key the family uses: a key whose class default is a list
-    (ernie4_5_vl_moe's `moe_intermediate_size`, one per modality) stays a list of that length,
+    (ernie4_5_vl_moe's `moe_intermediate_size`, one per modality) stays a list of that length
+    (one per layer, when the default has one per default layer: gemma3n's `intermediate_size`),
     and a key the file indexes (`config.moe_num_experts[1]`: a list in the released config,
     transformers' class folding it to a number) is a list long enough for every index read;
     each element the tiny value."""
@@ -647,11 +655,23 @@ def _listed(cfg: dict, default: dict, tree: ast.Module) -> dict:
                 ast.unparse(n.value.value).split(".")[-1].endswith("config"):
             reads[n.value.attr] = max(reads.get(n.value.attr, 0), n.slice.value + 1)
     out = dict(cfg)
+    layers = default.get("num_hidden_layers")
     for k, v in cfg.items():
+        # a count of some of the decoder's layers (`num_kv_shared_layers`: gemma3n's 15 of 35)
+        # that the tiny layer count cannot hold keeps its share of the layers, at least one
+        # and at least one layer outside it
+        if re.fullmatch(r"num_\w+_layers", k) and k != "num_hidden_layers" and \
+                isinstance(v, int) and not isinstance(v, bool) and isinstance(layers, int) and \
+                TINY["num_hidden_layers"] < v < layers:
+            n = TINY["num_hidden_layers"]
+            out[k] = max(1, min(n - 1, round(n * v / layers)))
         if k not in TINY or isinstance(v, (list, dict)):
             continue
         d = default.get(k)
-        length = max(len(d) if isinstance(d, list) else 0, reads.get(k, 0))
+        length = len(d) if isinstance(d, list) else 0
+        if length and length == default.get("num_hidden_layers"):
+            length = TINY["num_hidden_layers"]    # one per layer (gemma3n's intermediate_size)
+        length = max(length, reads.get(k, 0))
         if length:
             out[k] = [v] * length
     return out
@@ -676,7 +696,8 @@ def _import_with_shim(path: Path, models: Path, timeout: int = 120) -> str:
     models package, then the wheel's folder for siblings the copy lacks; the wheel's config
     classes to the shim's configs package, `_wheel_configs`), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
-    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    vLLM, and vLLM's own config classes (`vllm.transformers_utils.configs.falcon`) are the
+    wheel's (`_wheel_configs`), in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
@@ -696,6 +717,7 @@ FACTORY = '''"""GENERATED by benchmarks/vllm_sweep.py: builds {cls} of the rewri
 {stem}.py at TP 1 under cannbot-prefetch's vLLM shim from the sweep's tiny config, and one decode
 step's inputs (2 sequences, one token each, flat as vLLM passes them)."""
 import importlib
+import inspect
 import json
 
 import torch
@@ -706,9 +728,15 @@ from cannbot_prefetch.verify.shims import vllm_shim
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    kind = data.pop("model_type", None)
-    try:            # the family's own config class, as vLLM hands it (nemotron asserts its type)
-        cfg = AutoConfig.for_model(kind, **data) if kind else PretrainedConfig(**data)
+    # the family's own config class where transformers has one (its properties, FalconConfig's
+    # `rotary`, are read by the model file); a plain PretrainedConfig for one it does not know
+    mtype = data.pop("model_type", None)
+    try:
+        kind = type(AutoConfig.for_model(mtype))
+        # a key the class derives (FalconConfig's `head_dim`, a property without a setter)
+        # is left to the class
+        cfg = kind(**{{k: v for k, v in data.items() if not (
+            isinstance(getattr(kind, k, None), property) and getattr(kind, k).fset is None)}})
     except Exception:
         cfg = PretrainedConfig(**data)
     with vllm_shim():
@@ -733,7 +761,12 @@ def build():
             cfg = text if isinstance(text, PretrainedConfig) else PretrainedConfig(**text)
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
-    return model, (torch.tensor([7, 11]), torch.tensor([5, 9]))
+    # a forward whose later parameters have no default (internlm2's `intermediate_tensors`)
+    # gets None for each, as vLLM's runner passes on the first pipeline rank
+    later = list(inspect.signature(model.forward).parameters.values())[2:]
+    extra = tuple(None for p in later if p.default is p.empty and p.kind in (
+        p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return model, (torch.tensor([7, 11]), torch.tensor([5, 9]), *extra)
 '''
 
 

@@ -103,3 +103,17 @@ def test_the_family_config_joins_the_three(sweep, model):
     cfg = sweep.family_config(model)        # no transformers class for ToyForCausalLM
     assert cfg["dim"] == 256 and cfg["decoder"]["d_model"] == 256
     assert cfg["moe_num_experts"] == [8, 8] and cfg["hidden_size"] == 256
+
+
+def test_per_layer_keys_follow_the_tiny_depth(sweep, model):
+    """A list the class keeps one per layer (gemma3n's intermediate_size, 35 for 35 layers) has
+    TINY's 2; a count of some layers the tiny depth cannot hold (num_kv_shared_layers 15 of 35)
+    keeps its share: round(2 * 15 / 35) = 1, at least one layer left outside it; a count that
+    fits (num_dense_layers 2 of 2) is left alone."""
+    tree = ast.parse(model.read_text())
+    got = sweep._listed({"intermediate_size": 512, "num_kv_shared_layers": 15,
+                         "num_dense_layers": 2},
+                        {"num_hidden_layers": 35, "intermediate_size": [16384] * 35}, tree)
+    assert got["intermediate_size"] == [512, 512]
+    assert got["num_kv_shared_layers"] == 1
+    assert got["num_dense_layers"] == 2

@@ -122,3 +122,56 @@ def test_stand_ins_import_and_raise_naming_what_is_missing():
         with pytest.raises(NotImplementedError, match="SparseAttnIndexer"):
             idx.SparseAttnIndexer(1)
         assert envs.VLLM_DCP_Q_REPLICATE is False and not envs.is_set("VLLM_DCP_Q_REPLICATE")
+
+
+def test_attention_reads_the_steps_kv_when_given_none_and_shares_a_target_layers():
+    """vLLM's attention with no new key and value reads the cache of the step (iquest's loop
+    attention calls its first loop's layer again with `(q, None, None)`); a layer built with
+    `kv_sharing_target_layer_name` reads its target's (gemma3n, gemma4). Keys all zero: token 0
+    attends to itself (v0 = [2, 4]), token 1 (causal) equally to both: mean [4, 6]; one kv head
+    serves both query heads."""
+    with vllm_shim():
+        att = _fresh("vllm.model_executor.layers.attention")
+        first = att.Attention(2, 2, 1.0, num_kv_heads=1, prefix="model.layers.0.self_attn.attn")
+        shared = att.Attention(2, 2, 1.0, num_kv_heads=1, prefix="model.layers.1.self_attn.attn",
+                               kv_sharing_target_layer_name="model.layers.0.self_attn.attn")
+        q, k, v = torch.randn(2, 4), torch.zeros(2, 2), torch.tensor([[2.0, 4.0], [6.0, 8.0]])
+        want = torch.tensor([[2.0, 4.0, 2.0, 4.0], [4.0, 6.0, 4.0, 6.0]])
+        assert torch.allclose(first(q, k, v), want)
+        assert torch.allclose(first(torch.randn(2, 4), None, None), want)
+        assert torch.allclose(shared(torch.randn(2, 4), None, None), want)
+        assert list(shared.modules()) == [shared]      # the target stays the other layer's
+
+
+def test_sparse_gated_gelu_keeps_the_gate_above_its_cut():
+    """Gemma 3n's GeluAndMulSparse at sparsity 0.5: the normal quantile is 0, so the cut is the
+    gate's mean. Gate [1, 3]: mean 2, relu(gate - 2) = [0, 1]; gelu(0) = 0, gelu(1) = 0.841345;
+    times up [5, 2]: [0, 1.682689]."""
+    with vllm_shim():
+        act = _fresh("vllm.model_executor.layers.activation")
+        got = act.GeluAndMulSparse(0.5)(torch.tensor([[1.0, 3.0, 5.0, 2.0]]))
+        assert torch.allclose(got, torch.tensor([[0.0, 1.682689]]), atol=1e-5)
+        assert torch.equal(act._ACTIVATION_REGISTRY["relu"](torch.tensor([-1.0, 2.0])),
+                           torch.tensor([0.0, 2.0]))
+
+
+def test_what_model_files_run_while_their_classes_are_defined():
+    """Triton absent: `@triton.jit` leaves the kernel as it is (gemma4 defines one);
+    next_power_of_2(5) = 8. A config key by its first present name (getattr_iter); no MoE
+    padding rows; the HPC fused rope never supported on a CPU."""
+    with vllm_shim():
+        tu = _fresh("vllm.triton_utils")
+        cu = _fresh("vllm.config.utils")
+        br = _fresh("vllm.model_executor.layers.fused_moe.router.base_router")
+        hpc = _fresh("vllm.model_executor.layers.hpc")
+
+        def kernel(x, n: tu.tl.constexpr):
+            return x
+
+        assert tu.triton.jit(kernel) is kernel and tu.triton.jit(num_warps=1)(kernel) is kernel
+        assert tu.triton.next_power_of_2(5) == 8 and tu.triton.next_power_of_2(8) == 8
+        cfg = type("C", (), {"expert_intermediate_size": 7})()
+        assert cu.getattr_iter(cfg, ("moe_intermediate_size", "expert_intermediate_size")) == 7
+        assert cu.getattr_iter(cfg, ("nope",), default_factory=lambda: 3) == 3
+        assert br.get_moe_padding_mask(4) is None
+        assert hpc.HpcRopeNorm.support(8, 4, 32, "auto") is False

@@ -10,17 +10,21 @@ class ModelConfig:
     max_model_len: int = 256
 
     def __post_init__(self):
-        """vLLM's config loading (transformers_utils/config.py `patch_rope_parameters`): a config
-        with a rope theta gets its standard `rope_parameters` (minicpm reads them)."""
-        c = self.hf_config
-        if c is not None and hasattr(c, "standardize_rope_params") and (
-                getattr(c, "rope_theta", None) is not None
-                or getattr(c, "rope_parameters", None)):
-            c.standardize_rope_params()
+        """vLLM's config loading standardizes the RoPE keys before a model file reads them."""
+        if self.hf_config is not None:
+            from vllm.transformers_utils.config import patch_rope_parameters
+            patch_rope_parameters(self.hf_config)
 
     @property
     def hf_text_config(self):
         return self.hf_config
+
+    @property
+    def dtype(self):
+        """The dtype the model is built in: the shim's layers keep float32 parameters."""
+        import torch
+
+        return torch.float32
 
     @property
     def use_mla(self) -> bool:
@@ -32,6 +36,9 @@ class ModelConfig:
 @dataclass
 class CacheConfig:
     block_size: int = 16
+    cache_dtype: str = "auto"          # vLLM's defaults (config/cache.py): the model's dtype,
+    sliding_window: int | None = None  # no window forced over the model's own
+    kv_sharing_fast_prefill: bool = False
 
 
 @dataclass
@@ -60,6 +67,7 @@ class VllmConfig:
     parallel_config: ParallelConfig = field(default_factory=ParallelConfig)
     # platform plugins' own options (vllm-ascend's `--additional-config '{...}'`): a plain dict
     additional_config: dict = field(default_factory=dict)
+    lora_config: Any = None
 
 
 _CURRENT = VllmConfig()
@@ -102,7 +110,6 @@ def _per_instance(name: str, make):
 VllmConfig.scheduler_config = _per_instance("scheduler_config", SchedulerConfig)
 VllmConfig.compilation_config = _per_instance("compilation_config", CompilationConfig)
 VllmConfig.speculative_config = None
-VllmConfig.lora_config = None          # no LoRA adapters
 VllmConfig.num_speculative_tokens = 0   # no speculative decoding (zaya, ShortConv read it)
 
 

@@ -67,3 +67,8 @@ def divide(numerator: int, denominator: int) -> int:
     """Exact integer division (vLLM's distributed.utils.divide asserts divisibility)."""
     assert numerator % denominator == 0, f"{numerator} is not divisible by {denominator}"
     return numerator // denominator
+
+
+def get_pcp_group() -> _Group:
+    """Prefill context parallelism: a group of one rank."""
+    return _Group()

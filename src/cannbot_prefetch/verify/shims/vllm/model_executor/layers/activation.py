@@ -67,3 +67,36 @@ class QuickGELU(_Act):
 
     def __init__(self, *_, **__):
         super().__init__(_ACTS["quick_gelu"])
+
+
+class _Registry(dict):
+    """vLLM's `_ACTIVATION_REGISTRY` (a lazy dict, activation.py): `registry[name]` is a new
+    activation module of that name."""
+
+    def __getitem__(self, name):
+        return _Act(super().__getitem__(str(name).lower()))
+
+
+_ACTIVATION_REGISTRY = _Registry({**_ACTS, "gelu_fast": _ACTS["gelu_new"],
+                                  "relu2": lambda x: nn.functional.relu(x) ** 2,
+                                  "tanh": torch.tanh, "sigmoid": torch.sigmoid})
+
+
+class GeluAndMulSparse(nn.Module):
+    """Gemma 3n's sparse gated GELU: the gate half keeps only what lies above its mean plus
+    `std_multiplier` standard deviations (the normal quantile of `activation_sparsity`),
+    shifted down by that cut-off, then gelu(gate) * up."""
+
+    def __init__(self, activation_sparsity: float, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+        self.std_multiplier = torch.distributions.Normal(0.0, 1.0).icdf(
+            torch.tensor(float(activation_sparsity))).item()
+
+    def forward(self, x):
+        d = x.shape[-1] // 2
+        gate = x[..., :d]
+        cut = gate.mean(-1, keepdim=True) + gate.std(-1, keepdim=True, unbiased=False) * \
+            self.std_multiplier
+        gate = nn.functional.relu(gate - cut)
+        return nn.functional.gelu(gate, approximate=self.approximate) * x[..., d:]

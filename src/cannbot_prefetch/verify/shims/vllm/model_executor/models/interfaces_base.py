@@ -17,3 +17,8 @@ def attn_type(kind):
         model.attn_type = kind
         return model
     return mark
+
+
+from vllm._standin import standins  # noqa: E402
+
+__getattr__ = standins(__name__)

@@ -40,6 +40,13 @@ class WeightsMapper:
     def __init__(self, **kw):
         self.kw = kw
 
+    def __or__(self, other):
+        """Two mappers merged, the right one's entries winning (vLLM's `|`)."""
+        kw = {k: dict(v) if isinstance(v, dict) else v for k, v in self.kw.items()}
+        for k, v in other.kw.items():
+            kw[k] = {**kw.get(k, {}), **v} if isinstance(v, dict) else v
+        return WeightsMapper(**kw)
+
 
 class AutoWeightsLoader:
     def __init__(self, module, **_):
@@ -83,3 +90,20 @@ def fast_topk(values, topk: int, dim: int):
     if topk == 1:
         return torch.max(values, dim=dim, keepdim=True)
     return torch.topk(values, topk, dim=dim)
+
+
+ShardIds = object   # vLLM's type alias (a shard id, or a list of them): annotations only
+
+
+def skip_spec_layers(weights, config):
+    """The checkpoint's weights without the speculative (MTP) layers' (none are named on the
+    shim: `get_spec_layer_idx_from_weight_name` finds none)."""
+    return ((n, w) for n, w in weights if get_spec_layer_idx_from_weight_name(config, n) is None)
+
+
+def __getattr__(name: str):
+    """Weight-loading and pipeline helpers a TP-1 decode step never runs (StageMissingLayer,
+    no_init_weights, ...): importable, stand-ins that raise when built or called."""
+    from vllm._standin import standins
+
+    return standins(__name__)(name)

@@ -20,7 +20,8 @@ class _Rope(nn.Module):
     def forward(self, positions, q, k):
         f = positions.float()[..., None] * self.inv_freq
         cos, sin = f.cos()[..., None, :], f.sin()[..., None, :]
-        return self._rot(q, cos, sin), self._rot(k, cos, sin)
+        # a KV-sharing layer rotates its query alone (`rotary_emb(positions, q, None)`)
+        return self._rot(q, cos, sin), None if k is None else self._rot(k, cos, sin)
 
 
 def get_rope(head_size, max_position=None, base=10000.0, rope_parameters=None, **_):
