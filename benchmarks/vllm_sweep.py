@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -395,6 +397,9 @@ def family_config(src: Path) -> dict:
              and n.name.endswith("ForCausalLM")}
     mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
                   if (c if isinstance(c, str) else c[0]) in names), None)
+    own = _vllm_config_class(src, mtype or src.stem)
+    if own is not None:
+        return _released(src, _listed(own, {}, tree))
     if mtype is None:
         # a family transformers knows by a multimodal class only (ernie45_vl_moe.py's
         # Ernie4_5_VLMoeForCausalLM; transformers' model type ernie4_5_vl_moe): its model
@@ -403,19 +408,23 @@ def family_config(src: Path) -> dict:
         mtype = next((t for t in CONFIG_MAPPING_NAMES
                       if t.replace("_", "") == src.stem.replace("_", "")), None)
     if mtype is None:
-        return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
-                       tree)
-    try:
-        cfg = AutoConfig.for_model(mtype, **TINY)
-    except Exception:
-        try:
-            cfg = AutoConfig.for_model(mtype)
-        except Exception:
-            return _listed(dict(TINY), {}, tree)
+        return _released(src, _listed({**_vllm_config_keys(src, tree), **TINY,
+                                       **_sub_configs(tree)}, {}, tree))
     try:
         default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
     except Exception:
         default = {}
+    # TINY's sizes override the class's; its names (hidden_act: "silu") yield to the class's
+    # default, the kind a user's config has (apertus: "xielu", the only activation it accepts)
+    tiny = {k: v for k, v in TINY.items() if not (isinstance(v, str) and
+                                                   isinstance(default.get(k), str))}
+    try:
+        cfg = AutoConfig.for_model(mtype, **tiny)
+    except Exception:
+        try:
+            cfg = AutoConfig.for_model(mtype)
+        except Exception:
+            return _released(src, _listed(dict(TINY), {}, tree))
     base = cfg.to_dict()
     for std, stored in getattr(cfg, "attribute_map", {}).items():
         if std in TINY and isinstance(stored, str):
@@ -430,7 +439,155 @@ def family_config(src: Path) -> dict:
             base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return _listed({**base, **TINY}, default, tree)
+    return _released(src, _listed({**base, **tiny}, default, tree))
+
+
+# Keys a family's released config.json carries that its config class does not declare (so a
+# config built from the class lacks them) and its vLLM file reads unconditionally. No general
+# rule gives them: the value exists only in the released checkpoint's config.json, which the
+# sweep cannot fetch. Each value is the tiny stand-in of its kind, with its source.
+RELEASED_KEYS = {
+    # transformers' AfmoeTokenChoiceRouter (models/afmoe/modeling_afmoe.py): sigmoid scores,
+    # top-k renormalised, "matching the released checkpoints"; AfmoeConfig has neither key
+    "afmoe": {"score_func": "sigmoid", "route_norm": True},
+    # databricks/dbrx-instruct config.json: attn_config {"kv_n_heads", "rope_theta", "clip_qkv"};
+    # transformers 5 moved rope_theta out of DbrxAttentionConfig (TINY's theta, 10000)
+    "dbrx": {"attn_config": {"rope_theta": TINY["rope_theta"]}},
+    # THUDM/chatglm3-6b config.json: "original_rope": true (chatglm.py: only cogagent-9b sets
+    # it false); vLLM's ChatGLMConfig does not declare it
+    "chatglm": {"original_rope": True},
+    # ernie45_vl_moe.py reads baidu's flat ERNIE-4.5-VL config (remote code): per modality
+    # (text, vision) the first and last MoE layer, and the image patch token. Tiny stand-ins:
+    # MoE from layer TINY["first_k_dense_replace"] to the last layer (the file's own fallback
+    # for the end, `[num_hidden_layers - 1] * 2`); the patch token is transformers'
+    # Ernie4_5_VLMoeConfig.image_token_id default (100295)
+    "ernie45_vl_moe": {"moe_layer_start_index": [TINY["first_k_dense_replace"]] * 2,
+                       "moe_layer_end_index": [TINY["num_hidden_layers"] - 1] * 2,
+                       "im_patch_id": 100295},
+}
+
+
+def _released(src: Path, cfg: dict) -> dict:
+    """`cfg` with the keys its file reads that no class gave it, where vLLM's own config
+    classes declare a default for that name (`_declared_defaults`), then the family's
+    `RELEASED_KEYS` (a sub-config's keys merged into it)."""
+    out = dict(cfg)
+    for key in sorted(_read_keys(src) - set(out)):
+        # transformers 5 nests a multimodal model's text keys in its text sub-config; the
+        # released flat config.json (which vLLM's file reads) holds them at the top
+        sub = next((out[t] for t in TEXT_SUBCONFIGS if isinstance(out.get(t), dict)
+                    and key in out[t]), None)
+        if sub is not None:
+            out[key] = sub[key]
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    own, declared = _declared_defaults(configs, src.stem), _declared_defaults(configs, "")
+    for key in sorted(_read_keys(src) - set(out)):
+        if key in own or key in declared:
+            out[key] = own.get(key, declared.get(key))
+    for k, v in RELEASED_KEYS.get(src.stem, {}).items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else out.get(k, v) if isinstance(v, dict) else v
+    return out
+
+
+def _read_keys(src: Path) -> set[str]:
+    """The config keys a model file reads unconditionally: `config.X` / `self.config.X`, not
+    a method it calls (`config.get_text_config()`); `getattr(config, "X", default)` is not one."""
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and id(n) not in calls and isinstance(n.ctx, ast.Load):
+            v = n.value
+            if (isinstance(v, ast.Name) and v.id == "config") or \
+                    (isinstance(v, ast.Attribute) and v.attr == "config"):
+                out.add(n.attr)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_defaults(configs: Path, lineage: str) -> dict:
+    """name -> default, for every parameter of vLLM's own config classes (the wheel's
+    configs folder, read with `ast`; with `lineage`, only the files named after the family,
+    `bailing_moe_v3_vl.py` for bailing_moe) whose default is a literal the same in every class
+    that declares it. bailing_moe.py reads `config.embedding_dropout`, `use_bias`,
+    `num_shared_experts`, ...: Ling's config class is remote code, and vLLM's own
+    BailingMoeV3TextConfig declares these keys with defaults. A name declared with different
+    defaults is left out."""
+    seen: dict[str, set] = {}
+    for f in sorted(configs.glob(f"{lineage}*.py")) if configs.is_dir() else ():
+        for cls in (n for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
+                    if isinstance(n, ast.ClassDef)):
+            for m in cls.body:
+                pairs = []
+                if isinstance(m, ast.FunctionDef) and m.name == "__init__":
+                    a = m.args
+                    pairs += zip([x.arg for x in a.args[len(a.args) - len(a.defaults):]],
+                                 a.defaults)
+                    pairs += [(x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d]
+                elif isinstance(m, ast.AnnAssign) and isinstance(m.target, ast.Name) and \
+                        m.value is not None:
+                    pairs.append((m.target.id, m.value))
+                for name, d in pairs:
+                    try:
+                        value = ast.literal_eval(d)
+                    except (ValueError, SyntaxError, TypeError):
+                        continue
+                    if isinstance(value, (bool, int, float, str)):
+                        seen.setdefault(name, set()).add((type(value).__name__, value))
+    return {k: next(iter(v))[1] for k, v in seen.items() if len(v) == 1}
+
+
+@functools.lru_cache(maxsize=None)
+def _vllm_registry(configs: Path) -> dict[str, str]:
+    """vLLM's model type -> its own config class (`_CONFIG_REGISTRY` of
+    vllm/transformers_utils/config.py, read with `ast` from the wheel beside the cache)."""
+    wheels = sorted(configs.parents[2].parent.glob(
+        f"vllm-{configs.parents[2].name[2:]}-*.whl"))
+    if not wheels:
+        return {}
+    with zipfile.ZipFile(wheels[0]) as z:
+        tree = ast.parse(z.read("vllm/transformers_utils/config.py").decode())
+    for n in ast.walk(tree):
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and \
+                n.target.id == "_CONFIG_REGISTRY" and isinstance(n.value, ast.Call):
+            return {k.arg: k.value.value for k in n.value.keywords
+                    if k.arg and isinstance(k.value, ast.Constant)}
+    return {}
+
+
+def _vllm_config_class(src: Path, mtype: str) -> dict | None:
+    """The tiny config of a model type vLLM loads with its own class (`_CONFIG_REGISTRY`:
+    dory's DoryConfig, chatglm's ChatGLMConfig, ahead of transformers' class as vLLM's
+    `get_config` does): the wheel's config file run on its own (it needs only transformers),
+    the class built with TINY, every key it declares in its kind. None when vLLM has none or
+    its file needs more than transformers."""
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    name = _vllm_registry(configs).get(mtype)
+    init = configs / "__init__.py"
+    if not name or not init.is_file():
+        return None
+    where = next((ast.literal_eval(n.value) for n in ast.walk(ast.parse(init.read_text()))
+                  if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                  and n.target.id == "_CLASS_TO_MODULE"), {}).get(name, "")
+    f = configs / (where.rsplit(".", 1)[-1] + ".py")
+    if not f.is_file():
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location(f"_sweep_vllm_config_{f.stem}", f)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        cls = getattr(mod, name)
+        try:
+            made = cls(**TINY)
+        except Exception:
+            made = cls()
+    except Exception:
+        return None
+    out = {**made.to_dict(), **{k: v for k, v in TINY.items() if not isinstance(v, str)}}
+    for k in ("architectures", "auto_map", "transformers_version", "model_type"):
+        out.pop(k, None)
+    return out
 
 
 def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
@@ -545,13 +702,17 @@ def _import_with_shim(path: Path, models: Path) -> str:
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
-    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`); vLLM's own config
+    classes (`vllm.transformers_utils.configs.chatglm`) from the wheel's folder the same way."""
+    configs = models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
             "with vllm_shim():\n"
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            "    import vllm.transformers_utils.configs as cpkg\n"
+            f"    cpkg.__path__.append({str(configs)!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -573,19 +734,58 @@ from cannbot_prefetch.verify.shims import vllm_shim
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    data.pop("model_type", None)
-    cfg = PretrainedConfig(**data)
+    cfg = _config(data)
     with vllm_shim():
         import vllm.model_executor.models as pkg
+        import vllm.transformers_utils.configs as cpkg
         from vllm.config import ModelConfig, VllmConfig
 
         for extra in ({here!r}, {models!r}):
             if extra not in pkg.__path__:
                 pkg.__path__.append(extra)
+        if {configs!r} not in cpkg.__path__:       # vLLM's own config classes (chatglm)
+            cpkg.__path__.append({configs!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
+    _fill_unset(model)
     return model, (torch.tensor([7, 11]), torch.tensor([5, 9]))
+
+
+def _fill_unset(model):
+    """vLLM's loader fills every parameter from the checkpoint; one a model file makes with
+    `torch.empty` (dory's nGPT scales, ernie45_vl_moe's e_score_correction_bias) holds whatever
+    memory held. Those reading as unset memory (not finite, or beyond 1e4 in magnitude, which
+    no initialised weight here reaches) get seeded values, as a loader would give real ones."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() and \
+                    not (torch.isfinite(p).all() and p.abs().max() <= 1e4):
+                p.copy_(torch.randn(p.shape, generator=gen).to(p.dtype) * 0.05)
+
+
+def _config(data):
+    """The family's own config class built from the keys, as a user's config.json is loaded
+    (its sub-configs become objects: dbrx's `attn_config.kv_n_heads`; its `attribute_map`
+    names resolve: exaone's `activation_function`); a plain PretrainedConfig when transformers
+    does not know the model type or its class refuses the tiny keys. Its rope settings are
+    standardised as vLLM's config loader does (`patch_rope_parameters`: a config with a
+    `rope_theta` gets `rope_parameters`)."""
+    mtype = data.pop("model_type", None)
+    cfg = None
+    if mtype:
+        from transformers import AutoConfig
+        try:
+            cfg = AutoConfig.for_model(mtype, **data)
+        except Exception:
+            pass
+    if cfg is None:
+        cfg = PretrainedConfig(**data)
+    if getattr(cfg, "rope_theta", None) is not None and \
+            not getattr(cfg, "rope_parameters", None):
+        cfg.standardize_rope_params()
+    return cfg
 '''
 
 
@@ -605,7 +805,8 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
-                                  here=str(copy.parent), models=str(src.parent)))
+                                  here=str(copy.parent), models=str(src.parent),
+                                  configs=str(src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:]))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",

@@ -56,3 +56,25 @@ _CURRENT = VllmConfig()
 
 def get_current_vllm_config() -> VllmConfig:
     return _CURRENT
+
+
+import enum  # noqa: E402  (appended with the names that use it)
+
+
+class CUDAGraphMode(enum.Enum):
+    """How CUDA graphs are captured (vLLM's config/compilation.py names): a model file compares
+    the forward context's mode against these; the shim captures none."""
+    NONE = 0
+    PIECEWISE = 1
+    FULL = 2
+    FULL_DECODE_ONLY = (2, 0)
+    FULL_AND_PIECEWISE = (2, 1)
+
+
+def get_current_vllm_config_or_none():
+    """The config being built under, or None outside a build: the shim's one default config."""
+    return _CURRENT
+
+
+# a text-only model at one rank has no multimodal settings (chatglm reads the attribute)
+ModelConfig.multimodal_config = None

@@ -22,3 +22,16 @@ def set_default_torch_dtype(dtype):
 
 def direct_register_custom_op(*_, **__):
     return None
+
+
+# a layer's name as a custom op receives it: a plain string (vLLM wraps it in `LayerName` only
+# behind a setting the shim leaves off)
+LayerNameType = str
+
+
+def _encode_layer_name(layer_name: str) -> str:
+    return layer_name
+
+
+def _resolve_layer_name(layer_name: str) -> str:
+    return layer_name

@@ -77,3 +77,10 @@ def fused_moe_make_expert_params_mapping(*_, **__):
 
 
 MoERunner = FusedMoE          # the type annotations name it
+
+
+class RoutedExperts(nn.Module):
+    """vLLM's container of a FusedMoE's expert weights, a base class a model file subclasses
+    for its own weight loader (dbrx's DbrxExperts, handed as `routed_experts_cls=`). The shim's
+    FusedMoE holds `w13_weight` / `w2_weight` itself and ignores that argument, so nothing
+    builds this at TP 1; defined (not a stand-in) because a subclass is created at import."""
