@@ -464,6 +464,16 @@ RELEASED_KEYS = {
     "ernie45_vl_moe": {"moe_layer_start_index": [TINY["first_k_dense_replace"]] * 2,
                        "moe_layer_end_index": [TINY["num_hidden_layers"] - 1] * 2,
                        "im_patch_id": 100295},
+    # domyn_edge.py reads the per-layer keys of Domyn-Edge's config (domyn/Domyn-Edge-Base;
+    # neither transformers nor vLLM has its class): each layer's position scheme ("rope" |
+    # "nope", the file's match), sliding window (HF (w, 0); 0: none), and head_dim through
+    # transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides, read
+    # as `config.per_layer_config[i].head_dim`). Tiny stand-ins: every layer rope, no window,
+    # TINY's head_dim
+    "domyn_edge": {"position_layers": ["rope"] * TINY["num_hidden_layers"],
+                   "window_sizes": [[0, 0]] * TINY["num_hidden_layers"],
+                   "per_layer_config": {str(i): {"head_dim": TINY["head_dim"]}
+                                        for i in range(TINY["num_hidden_layers"])}},
 }
 
 
@@ -492,9 +502,14 @@ def _released(src: Path, cfg: dict) -> dict:
 
 def _read_keys(src: Path) -> set[str]:
     """The config keys a model file reads unconditionally: `config.X` / `self.config.X`, not
-    a method it calls (`config.get_text_config()`); `getattr(config, "X", default)` is not one."""
+    a method it calls (`config.get_text_config()`), nor a key whose presence it tests
+    (`hasattr(config, "index_topk")`: deepseek_v2's V3.2 path; `getattr(config, "X", d)`), for
+    which absence is a state the file expects."""
     tree = ast.parse(src.read_text(encoding="utf-8"))
     calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    tested = {n.args[1].value for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and _callee(n) in ("hasattr", "getattr") and len(n.args) >= 2
+              and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)}
     out = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and id(n) not in calls and isinstance(n.ctx, ast.Load):
@@ -502,7 +517,7 @@ def _read_keys(src: Path) -> set[str]:
             if (isinstance(v, ast.Name) and v.id == "config") or \
                     (isinstance(v, ast.Attribute) and v.attr == "config"):
                 out.add(n.attr)
-    return out
+    return out - tested
 
 
 @functools.lru_cache(maxsize=None)
