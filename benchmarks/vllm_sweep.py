@@ -439,7 +439,8 @@ def family_config(src: Path) -> dict:
             base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return _released(src, _listed({**base, **tiny}, default, tree))
+    return _released(src, _listed({**base, **tiny}, default, tree),
+                     frozenset(getattr(cfg, "attribute_map", {})))
 
 
 # Keys a family's released config.json carries that its config class does not declare (so a
@@ -477,12 +478,13 @@ RELEASED_KEYS = {
 }
 
 
-def _released(src: Path, cfg: dict) -> dict:
+def _released(src: Path, cfg: dict, aliases: frozenset = frozenset()) -> dict:
     """`cfg` with the keys its file reads that no class gave it, where vLLM's own config
     classes declare a default for that name (`_declared_defaults`), then the family's
-    `RELEASED_KEYS` (a sub-config's keys merged into it)."""
+    `RELEASED_KEYS` (a sub-config's keys merged into it). `aliases`: names the config class
+    answers through its `attribute_map` (exaone's `activation_function`), present already."""
     out = dict(cfg)
-    for key in sorted(_read_keys(src) - set(out)):
+    for key in sorted(_read_keys(src) - set(out) - aliases):
         # transformers 5 nests a multimodal model's text keys in its text sub-config; the
         # released flat config.json (which vLLM's file reads) holds them at the top
         sub = next((out[t] for t in TEXT_SUBCONFIGS if isinstance(out.get(t), dict)
@@ -491,7 +493,7 @@ def _released(src: Path, cfg: dict) -> dict:
             out[key] = sub[key]
     configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
     own, declared = _declared_defaults(configs, src.stem), _declared_defaults(configs, "")
-    for key in sorted(_read_keys(src) - set(out)):
+    for key in sorted(_read_keys(src) - set(out) - aliases):
         if key in own or key in declared:
             out[key] = own.get(key, declared.get(key))
     for k, v in RELEASED_KEYS.get(src.stem, {}).items():
@@ -571,6 +573,44 @@ def _vllm_registry(configs: Path) -> dict[str, str]:
     return {}
 
 
+def cfg_type(src: Path) -> str:
+    """The model type family_config resolves the file to (its stem where transformers has
+    none), for vLLM's own registry."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return src.stem
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)
+             and n.name.endswith("ForCausalLM")}
+    return next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                 if (c if isinstance(c, str) else c[0]) in names), src.stem)
+
+
+def _vllm_config_name(src: Path, mtype: str) -> str:
+    """"module:Class" of vLLM's own config class for a model type, or ''."""
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    name = _vllm_registry(configs).get(mtype)
+    init = configs / "__init__.py"
+    if not name or not init.is_file():
+        return ""
+    where = next((ast.literal_eval(n.value) for n in ast.walk(ast.parse(init.read_text()))
+                  if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                  and n.target.id == "_CLASS_TO_MODULE"), {}).get(name, "")
+    return f"{where}:{name}" if where else ""
+
+
+def _derives(cls, key: str) -> bool:
+    """Whether a config class fills `key` itself when it is not given (default None, set
+    from the other keys on construction)."""
+    try:
+        return getattr(cls(), key, None) is not None and \
+            getattr(cls, "__dataclass_fields__", {}).get(key) is not None and \
+            cls.__dataclass_fields__[key].default is None
+    except Exception:
+        return False
+
+
 def _vllm_config_class(src: Path, mtype: str) -> dict | None:
     """The tiny config of a model type vLLM loads with its own class (`_CONFIG_REGISTRY`:
     dory's DoryConfig, chatglm's ChatGLMConfig, ahead of transformers' class as vLLM's
@@ -593,13 +633,16 @@ def _vllm_config_class(src: Path, mtype: str) -> dict | None:
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         cls = getattr(mod, name)
+        # TINY's all-attention `layer_types` is left to a class that derives its own from the
+        # layer count (dory: attention and MLP blocks alternate; TINY's list builds no MLP)
+        tiny = {k: v for k, v in TINY.items() if not (k == "layer_types" and _derives(cls, k))}
         try:
-            made = cls(**TINY)
+            made = cls(**tiny)
         except Exception:
             made = cls()
     except Exception:
         return None
-    out = {**made.to_dict(), **{k: v for k, v in TINY.items() if not isinstance(v, str)}}
+    out = {**made.to_dict(), **{k: v for k, v in tiny.items() if not isinstance(v, str)}}
     for k in ("architectures", "auto_map", "transformers_version", "model_type"):
         out.pop(k, None)
     return out
@@ -749,7 +792,6 @@ from cannbot_prefetch.verify.shims import vllm_shim
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    cfg = _config(data)
     with vllm_shim():
         import vllm.model_executor.models as pkg
         import vllm.transformers_utils.configs as cpkg
@@ -760,6 +802,7 @@ def build():
                 pkg.__path__.append(extra)
         if {configs!r} not in cpkg.__path__:       # vLLM's own config classes (chatglm)
             cpkg.__path__.append({configs!r})
+        cfg = _config(data, {own!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
@@ -780,16 +823,23 @@ def _fill_unset(model):
                 p.copy_(torch.randn(p.shape, generator=gen).to(p.dtype) * 0.05)
 
 
-def _config(data):
+def _config(data, own=""):
     """The family's own config class built from the keys, as a user's config.json is loaded
     (its sub-configs become objects: dbrx's `attn_config.kv_n_heads`; its `attribute_map`
     names resolve: exaone's `activation_function`); a plain PretrainedConfig when transformers
     does not know the model type or its class refuses the tiny keys. Its rope settings are
     standardised as vLLM's config loader does (`patch_rope_parameters`: a config with a
-    `rope_theta` gets `rope_parameters`)."""
+    `rope_theta` gets `rope_parameters`). `own`: vLLM's own class for the model type
+    ("module:Class", vLLM's `_CONFIG_REGISTRY`: dory's DoryConfig), used as vLLM uses it."""
     mtype = data.pop("model_type", None)
     cfg = None
-    if mtype:
+    if own:
+        mod, name = own.split(":")
+        try:
+            cfg = getattr(importlib.import_module(mod), name)(**data)
+        except Exception:
+            cfg = None
+    if cfg is None and mtype:
         from transformers import AutoConfig
         try:
             cfg = AutoConfig.for_model(mtype, **data)
@@ -820,6 +870,7 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
+                                  own=_vllm_config_name(src, cfg_type(src)),
                                   here=str(copy.parent), models=str(src.parent),
                                   configs=str(src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:]))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
