@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
+import importlib.util
 import json
 import os
 import re
@@ -98,7 +100,7 @@ PURE_MIXERS = {"linear_attention", "mamba", "conv"}       # kinds whose layer ho
 # keys a family's released config.json carries that no config class here defines (transformers
 # has no class for the family, or its class renames or drops them) and vLLM's file reads
 # directly (`config.X`): no rule derives their values, so each family's are named, with where
-# they come from, and given to that family only (`run_family`)
+# they come from, and given to that family only (`_released`)
 RELEASED_KEYS = {
     # meituan-longcat/LongCat-Flash-Chat config.json: both LoRA norms scaled, identity "zero"
     # experts; transformers' LongcatFlashConfig defines neither
@@ -123,6 +125,33 @@ RELEASED_KEYS = {
     # calls it `moe_intermediate_size`; vLLM's own configs/mistral.py maps the two names to each
     # other) and `config.route_norm` as FusedMoE's `renormalize`
     "hy_v3": {"expert_hidden_dim": TINY["moe_intermediate_size"], "route_norm": True},
+    # transformers' AfmoeTokenChoiceRouter (models/afmoe/modeling_afmoe.py): sigmoid scores,
+    # top-k renormalised, "matching the released checkpoints"; AfmoeConfig has neither key
+    "afmoe": {"score_func": "sigmoid", "route_norm": True},
+    # databricks/dbrx-instruct config.json: attn_config {"kv_n_heads", "rope_theta", "clip_qkv"};
+    # transformers 5 moved rope_theta out of DbrxAttentionConfig (TINY's theta, 10000)
+    "dbrx": {"attn_config": {"rope_theta": TINY["rope_theta"]}},
+    # THUDM/chatglm3-6b config.json: "original_rope": true (chatglm.py: only cogagent-9b sets
+    # it false); vLLM's ChatGLMConfig does not declare it
+    "chatglm": {"original_rope": True},
+    # ernie45_vl_moe.py reads baidu's flat ERNIE-4.5-VL config (remote code): per modality
+    # (text, vision) the first and last MoE layer, and the image patch token. Tiny stand-ins:
+    # MoE from layer TINY["first_k_dense_replace"] to the last layer (the file's own fallback
+    # for the end, `[num_hidden_layers - 1] * 2`); the patch token is transformers'
+    # Ernie4_5_VLMoeConfig.image_token_id default (100295)
+    "ernie45_vl_moe": {"moe_layer_start_index": [TINY["first_k_dense_replace"]] * 2,
+                       "moe_layer_end_index": [TINY["num_hidden_layers"] - 1] * 2,
+                       "im_patch_id": 100295},
+    # domyn_edge.py reads the per-layer keys of Domyn-Edge's config (domyn/Domyn-Edge-Base;
+    # neither transformers nor vLLM has its class): each layer's position scheme ("rope" |
+    # "nope", the file's match), sliding window (HF (w, 0); 0: none), and head_dim through
+    # transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides, read
+    # as `config.per_layer_config[i].head_dim`). Tiny stand-ins: every layer rope, no window,
+    # TINY's head_dim
+    "domyn_edge": {"position_layers": ["rope"] * TINY["num_hidden_layers"],
+                   "window_sizes": [[0, 0]] * TINY["num_hidden_layers"],
+                   "per_layer_config": {str(i): {"head_dim": TINY["head_dim"]}
+                                        for i in range(TINY["num_hidden_layers"])}},
 }
 TP = 2
 ENV = "CANNBOT_PREFETCH"
@@ -443,6 +472,9 @@ def family_config(src: Path) -> dict:
              and n.name.endswith("ForCausalLM")}
     mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
                   if (c if isinstance(c, str) else c[0]) in names), None)
+    own = _vllm_config_class(src, mtype or src.stem)
+    if own is not None:
+        return _released(src, _listed(own, {}, tree))
     if mtype is None:
         # a family transformers knows by a multimodal class only (ernie45_vl_moe.py's
         # Ernie4_5_VLMoeForCausalLM; transformers' model type ernie4_5_vl_moe): its model
@@ -451,19 +483,23 @@ def family_config(src: Path) -> dict:
         mtype = next((t for t in CONFIG_MAPPING_NAMES
                       if t.replace("_", "") == src.stem.replace("_", "")), None)
     if mtype is None:
-        return _listed({**_vllm_config_keys(src, tree), **TINY, **REMOTE_TINY,
-                        **_sub_configs(tree)}, {}, tree)
+        return _released(src, _listed({**_vllm_config_keys(src, tree), **TINY, **REMOTE_TINY,
+                                       **_sub_configs(tree)}, {}, tree))
     try:
         default = AutoConfig.for_model(mtype).to_dict()      # the class's own kinds of keys
     except Exception:
         default = {}
     layers = _mixer_layers(default)
-    tiny = {**TINY, **layers}
+    # TINY's sizes override the class's; its names (hidden_act: "silu") yield to the class's
+    # default, the kind a user's config has (apertus: "xielu", the only activation it accepts)
+    tiny = {k: v for k, v in TINY.items() if not (isinstance(v, str) and
+                                                   isinstance(default.get(k), str))}
+    tiny.update(layers)
     if any(k != "layer_types" for k in layers if k != "num_hidden_layers"):
         # the pattern under the class's own key only (zamba2, nemotron_h: layers_block_type,
         # from which the class derives its hybrid layer ids; "mlp", one of nemotron_h's kinds,
         # is not a kind a plain config's layer_types accepts)
-        tiny.pop("layer_types")
+        tiny.pop("layer_types", None)
     tiny_built = True
     try:
         cfg = AutoConfig.for_model(mtype, **tiny)
@@ -472,7 +508,7 @@ def family_config(src: Path) -> dict:
         try:
             cfg = AutoConfig.for_model(mtype)
         except Exception:
-            return _listed(dict(TINY), {}, tree)
+            return _released(src, _listed(dict(TINY), {}, tree))
     base = cfg.to_dict()
     amap = {std: stored for std, stored in getattr(cfg, "attribute_map", {}).items()
             if std in tiny and isinstance(stored, str)}
@@ -497,7 +533,8 @@ def family_config(src: Path) -> dict:
         # a pattern the class computes (jamba's, from its attention period 8 and offset 4: no
         # attention in the first two layers) made tiny as a stored one is (`_mixer_layers`)
         props.update(_mixer_layers({key: props[key]}))
-    return _listed({**base, **tiny, **derived, **kinds, **props}, default, tree)
+    return _released(src, _listed({**base, **tiny, **derived, **kinds, **props}, default, tree),
+                     frozenset(getattr(cfg, "attribute_map", {})))
 
 
 def _mixer_layers(default: dict) -> dict:
@@ -559,6 +596,176 @@ def _derived_keys(mtype: str, amap: dict[str, str], default: dict) -> dict:
         got = bare.to_dict().get(stored)
         if got is not None and stored in default and got != default[stored] and got != TINY[std]:
             out[std] = got
+    return out
+
+
+def _released(src: Path, cfg: dict, aliases: frozenset = frozenset()) -> dict:
+    """`cfg` with the keys its file reads that no class gave it, where vLLM's own config
+    classes declare a default for that name (`_declared_defaults`), then the family's
+    `RELEASED_KEYS` (a sub-config's keys merged into it). `aliases`: names the config class
+    answers through its `attribute_map` (exaone's `activation_function`), present already."""
+    out = dict(cfg)
+    for key in sorted(_read_keys(src) - set(out) - aliases):
+        # transformers 5 nests a multimodal model's text keys in its text sub-config; the
+        # released flat config.json (which vLLM's file reads) holds them at the top
+        sub = next((out[t] for t in TEXT_SUBCONFIGS if isinstance(out.get(t), dict)
+                    and key in out[t]), None)
+        if sub is not None:
+            out[key] = sub[key]
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    own, declared = _declared_defaults(configs, src.stem), _declared_defaults(configs, "")
+    for key in sorted(_read_keys(src) - set(out) - aliases):
+        if key in own or key in declared:
+            out[key] = own.get(key, declared.get(key))
+    for k, v in RELEASED_KEYS.get(src.stem, {}).items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            else out.get(k, v) if isinstance(v, dict) else v
+    return out
+
+
+def _read_keys(src: Path) -> set[str]:
+    """The config keys a model file reads unconditionally: `config.X` / `self.config.X`, not
+    a method it calls (`config.get_text_config()`), nor a key whose presence it tests
+    (`hasattr(config, "index_topk")`: deepseek_v2's V3.2 path; `getattr(config, "X", d)`), for
+    which absence is a state the file expects."""
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    tested = {n.args[1].value for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and _callee(n) in ("hasattr", "getattr") and len(n.args) >= 2
+              and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)}
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute) and id(n) not in calls and isinstance(n.ctx, ast.Load):
+            v = n.value
+            if (isinstance(v, ast.Name) and v.id == "config") or \
+                    (isinstance(v, ast.Attribute) and v.attr == "config"):
+                out.add(n.attr)
+    return out - tested
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_defaults(configs: Path, lineage: str) -> dict:
+    """name -> default, for every parameter of vLLM's own config classes (the wheel's
+    configs folder, read with `ast`; with `lineage`, only the files named after the family,
+    `bailing_moe_v3_vl.py` for bailing_moe) whose default is a literal the same in every class
+    that declares it. bailing_moe.py reads `config.embedding_dropout`, `use_bias`,
+    `num_shared_experts`, ...: Ling's config class is remote code, and vLLM's own
+    BailingMoeV3TextConfig declares these keys with defaults. A name declared with different
+    defaults is left out."""
+    seen: dict[str, set] = {}
+    for f in sorted(configs.glob(f"{lineage}*.py")) if configs.is_dir() else ():
+        for cls in (n for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
+                    if isinstance(n, ast.ClassDef)):
+            for m in cls.body:
+                pairs = []
+                if isinstance(m, ast.FunctionDef) and m.name == "__init__":
+                    a = m.args
+                    pairs += zip([x.arg for x in a.args[len(a.args) - len(a.defaults):]],
+                                 a.defaults)
+                    pairs += [(x.arg, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d]
+                elif isinstance(m, ast.AnnAssign) and isinstance(m.target, ast.Name) and \
+                        m.value is not None:
+                    pairs.append((m.target.id, m.value))
+                for name, d in pairs:
+                    try:
+                        value = ast.literal_eval(d)
+                    except (ValueError, SyntaxError, TypeError):
+                        continue
+                    if isinstance(value, (bool, int, float, str)):
+                        seen.setdefault(name, set()).add((type(value).__name__, value))
+    return {k: next(iter(v))[1] for k, v in seen.items() if len(v) == 1}
+
+
+@functools.lru_cache(maxsize=None)
+def _vllm_registry(configs: Path) -> dict[str, str]:
+    """vLLM's model type -> its own config class (`_CONFIG_REGISTRY` of
+    vllm/transformers_utils/config.py, read with `ast` from the wheel beside the cache)."""
+    wheels = sorted(configs.parents[2].parent.glob(
+        f"vllm-{configs.parents[2].name[2:]}-*.whl"))
+    if not wheels:
+        return {}
+    with zipfile.ZipFile(wheels[0]) as z:
+        tree = ast.parse(z.read("vllm/transformers_utils/config.py").decode())
+    for n in ast.walk(tree):
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and \
+                n.target.id == "_CONFIG_REGISTRY" and isinstance(n.value, ast.Call):
+            return {k.arg: k.value.value for k in n.value.keywords
+                    if k.arg and isinstance(k.value, ast.Constant)}
+    return {}
+
+
+def cfg_type(src: Path) -> str:
+    """The model type family_config resolves the file to (its stem where transformers has
+    none), for vLLM's own registry."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:
+        return src.stem
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    names = {n.name for n in tree.body if isinstance(n, ast.ClassDef)
+             and n.name.endswith("ForCausalLM")}
+    return next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
+                 if (c if isinstance(c, str) else c[0]) in names), src.stem)
+
+
+def _vllm_config_name(src: Path, mtype: str) -> str:
+    """"module:Class" of vLLM's own config class for a model type, or ''."""
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    name = _vllm_registry(configs).get(mtype)
+    init = configs / "__init__.py"
+    if not name or not init.is_file():
+        return ""
+    where = next((ast.literal_eval(n.value) for n in ast.walk(ast.parse(init.read_text()))
+                  if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                  and n.target.id == "_CLASS_TO_MODULE"), {}).get(name, "")
+    return f"{where}:{name}" if where else ""
+
+
+def _derives(cls, key: str) -> bool:
+    """Whether a config class fills `key` itself when it is not given (default None, set
+    from the other keys on construction)."""
+    try:
+        return getattr(cls(), key, None) is not None and \
+            getattr(cls, "__dataclass_fields__", {}).get(key) is not None and \
+            cls.__dataclass_fields__[key].default is None
+    except Exception:
+        return False
+
+
+def _vllm_config_class(src: Path, mtype: str) -> dict | None:
+    """The tiny config of a model type vLLM loads with its own class (`_CONFIG_REGISTRY`:
+    dory's DoryConfig, chatglm's ChatGLMConfig, ahead of transformers' class as vLLM's
+    `get_config` does): the wheel's config file run on its own (it needs only transformers),
+    the class built with TINY, every key it declares in its kind. None when vLLM has none or
+    its file needs more than transformers."""
+    configs = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])
+    name = _vllm_registry(configs).get(mtype)
+    init = configs / "__init__.py"
+    if not name or not init.is_file():
+        return None
+    where = next((ast.literal_eval(n.value) for n in ast.walk(ast.parse(init.read_text()))
+                  if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                  and n.target.id == "_CLASS_TO_MODULE"), {}).get(name, "")
+    f = configs / (where.rsplit(".", 1)[-1] + ".py")
+    if not f.is_file():
+        return None
+    try:
+        spec = importlib.util.spec_from_file_location(f"_sweep_vllm_config_{f.stem}", f)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        cls = getattr(mod, name)
+        # TINY's all-attention `layer_types` is left to a class that derives its own from the
+        # layer count (dory: attention and MLP blocks alternate; TINY's list builds no MLP)
+        tiny = {k: v for k, v in TINY.items() if not (k == "layer_types" and _derives(cls, k))}
+        try:
+            made = cls(**tiny)
+        except Exception:
+            made = cls()
+    except Exception:
+        return None
+    out = {**made.to_dict(), **{k: v for k, v in tiny.items() if not isinstance(v, str)}}
+    for k in ("architectures", "auto_map", "transformers_version", "model_type"):
+        out.pop(k, None)
     return out
 
 
@@ -728,17 +935,6 @@ from cannbot_prefetch.verify.shims import vllm_shim
 
 def build():
     data = json.loads(open({config!r}, encoding="utf-8").read())
-    # the family's own config class where transformers has one (its properties, FalconConfig's
-    # `rotary`, are read by the model file); a plain PretrainedConfig for one it does not know
-    mtype = data.pop("model_type", None)
-    try:
-        kind = type(AutoConfig.for_model(mtype))
-        # a key the class derives (FalconConfig's `head_dim`, a property without a setter)
-        # is left to the class
-        cfg = kind(**{{k: v for k, v in data.items() if not (
-            isinstance(getattr(kind, k, None), property) and getattr(kind, k).fset is None)}})
-    except Exception:
-        cfg = PretrainedConfig(**data)
     with vllm_shim():
         import vllm.model_executor.models as pkg
         from vllm.config import ModelConfig, VllmConfig
@@ -750,6 +946,7 @@ def build():
                 pkg.__path__.append(extra)
         if {configs!r} not in cfgs.__path__:
             cfgs.__path__.append({configs!r})        # vLLM's own config classes (the wheel's)
+        cfg = _config(data, {own!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         from vllm.model_executor.models.interfaces import SupportsMultiModal
 
@@ -766,7 +963,55 @@ def build():
     later = list(inspect.signature(model.forward).parameters.values())[2:]
     extra = tuple(None for p in later if p.default is p.empty and p.kind in (
         p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    _fill_unset(model)
     return model, (torch.tensor([7, 11]), torch.tensor([5, 9]), *extra)
+
+
+
+def _fill_unset(model):
+    """vLLM's loader fills every parameter from the checkpoint; one a model file makes with
+    `torch.empty` (dory's nGPT scales, ernie45_vl_moe's e_score_correction_bias) holds whatever
+    memory held. Those reading as unset memory (not finite, or beyond 1e4 in magnitude, which
+    no initialised weight here reaches) get seeded values, as a loader would give real ones."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() and \
+                    not (torch.isfinite(p).all() and p.abs().max() <= 1e4):
+                p.copy_(torch.randn(p.shape, generator=gen).to(p.dtype) * 0.05)
+
+
+def _config(data, own=""):
+    """The family's own config class built from the keys, as a user's config.json is loaded
+    (its sub-configs become objects: dbrx's `attn_config.kv_n_heads`; its `attribute_map`
+    names resolve: exaone's `activation_function`); a plain PretrainedConfig when transformers
+    does not know the model type or its class refuses the tiny keys. Its rope settings are
+    standardised as vLLM's config loader does (`patch_rope_parameters`: a config with a
+    `rope_theta` gets `rope_parameters`). `own`: vLLM's own class for the model type
+    ("module:Class", vLLM's `_CONFIG_REGISTRY`: dory's DoryConfig), used as vLLM uses it."""
+    mtype = data.pop("model_type", None)
+    cfg = None
+    if own:
+        mod, name = own.split(":")
+        try:
+            cfg = getattr(importlib.import_module(mod), name)(**data)
+        except Exception:
+            cfg = None
+    if cfg is None and mtype:
+        try:
+            kind = type(AutoConfig.for_model(mtype))
+            # a key the class derives (FalconConfig's `head_dim`, a property without a
+            # setter) is left to the class
+            cfg = kind(**{{k: v for k, v in data.items() if not (
+                isinstance(getattr(kind, k, None), property) and getattr(kind, k).fset is None)}})
+        except Exception:
+            pass
+    if cfg is None:
+        cfg = PretrainedConfig(**data)
+    if getattr(cfg, "rope_theta", None) is not None and \
+            not getattr(cfg, "rope_parameters", None):
+        cfg.standardize_rope_params()
+    return cfg
 '''
 
 
@@ -786,6 +1031,7 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
     fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
+                                  own=_vllm_config_name(src, cfg_type(src)),
                                   here=str(copy.parent), models=str(src.parent),
                                   configs=str(_wheel_configs(src.parent)),
                                   subs=TEXT_SUBCONFIGS))
@@ -858,7 +1104,7 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
             sib = _sibling(src, n)
             if sib is not None:
                 shutil.copy(sib, copy.parent)
-        cfg = {**family_config(src), **RELEASED_KEYS.get(fam, {})}
+        cfg = family_config(src)        # RELEASED_KEYS joined in by _released
         (d / "config.json").write_text(json.dumps(cfg, default=str))
         for model_src in (copy, copy.parent):
             asked = list(tg)

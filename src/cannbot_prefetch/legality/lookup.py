@@ -85,10 +85,33 @@ def is_choice(cls: ClassInfo, attr: str) -> bool:
     for st in cls.attrs.get(attr.split(".")[0].split("[")[0], []):
         node = st.node
         if isinstance(node, cst.SimpleStatementLine) and any(
-                isinstance(sm, (cst.Assign, cst.AnnAssign)) and isinstance(sm.value, cst.IfExp)
+                isinstance(sm, (cst.Assign, cst.AnnAssign)) and (
+                    isinstance(sm.value, cst.IfExp) or _picked_class(cls, sm.value))
                 for sm in node.body):
             return True
     return False
+
+
+def _picked_class(cls: ClassInfo, value: cst.BaseExpression) -> bool:
+    """`self.mlp = mlp_class(...)` after `mlp_class = BailingMLP` / `mlp_class = BailingMoE` in
+    branches of __init__ (vLLM's bailing_moe: the first layers dense): a local bound to two or
+    more classes, so the module is one of them."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+        return False
+    init = cls.methods.get("__init__")
+    if init is None or init.node is None:
+        return False
+    local, bound = value.func.value, set()
+
+    class _Bound(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            if any(isinstance(t.target, cst.Name) and t.target.value == local
+                   for t in node.targets) and isinstance(node.value, cst.Name) and \
+                    node.value.value[:1].isupper():
+                bound.add(node.value.value)
+
+    init.node.visit(_Bound())
+    return len(bound) >= 2
 
 
 def find_anchors(cls: ClassInfo, method: Method, anchor: str) -> list[tuple[Method, Stmt]]:

@@ -175,3 +175,49 @@ def test_what_model_files_run_while_their_classes_are_defined():
         assert cu.getattr_iter(cfg, ("nope",), default_factory=lambda: 3) == 3
         assert br.get_moe_padding_mask(4) is None
         assert hpc.HpcRopeNorm.support(8, 4, 32, "auto") is False
+
+
+def test_xielu_follows_the_papers_formula_at_its_default_parameters():
+    # defaults alpha_p = alpha_n = 0.8, beta = 0.5, eps = -1e-6 (arXiv 2411.13010):
+    # x = 2: 0.8 * 4 + 0.5 * 2 = 4.2; x = -1: 0.8 * (e^-1 - 1 + 1) - 0.5 = -0.205696;
+    # x = 0 (not > 0): 0.8 * expm1(-1e-6) = -8e-7
+    with vllm_shim():
+        act = _fresh("vllm.model_executor.layers.activation")
+        got = act.XIELU()(torch.tensor([2.0, -1.0, 0.0]))
+    assert torch.allclose(got, torch.tensor([4.2, -0.205696, -8e-7]), atol=1e-5)
+
+
+def test_ernie_vl_rope_rotates_interleaved_pairs_of_the_rotary_part_only():
+    # head 4, rotary 4, base 10000: inv_freq [1, 1/100]; position 1: angles 1 and 0.01 on the
+    # pairs (x0, x1), (x2, x3) (GPT-J style, is_neox_style=False): q = [1, 0, 0, 1] ->
+    # [cos 1, sin 1, -sin 0.01, cos 0.01]
+    with vllm_shim():
+        rope = _fresh("vllm.model_executor.layers.rotary_embedding.ernie45_vl_rope")
+        full = rope.Ernie4_5_VLRotaryEmbedding(4, 4, 64, 10000.0, False, mrope_section=[1, 1, 0])
+        q, k = full(torch.tensor([1]), torch.tensor([[1.0, 0.0, 0.0, 1.0]]),
+                    torch.tensor([[1.0, 0.0, 0.0, 1.0]]))
+        part = rope.Ernie4_5_VLRotaryEmbedding(4, 2, 64, 10000.0, False)
+        q2, _ = part(torch.tensor([1]), torch.tensor([[1.0, 0.0, 5.0, 6.0]]),
+                     torch.tensor([[1.0, 0.0, 5.0, 6.0]]))
+    want = torch.tensor([[0.540302, 0.841471, -0.0099998, 0.99995]])
+    assert torch.allclose(q, want, atol=1e-5) and torch.allclose(k, want, atol=1e-5)
+    # rotary 2 of 4: angle 1 on (x0, x1); x2, x3 pass through
+    assert torch.allclose(q2, torch.tensor([[0.540302, 0.841471, 5.0, 6.0]]), atol=1e-5)
+
+
+def test_import_time_names_a_model_file_subclasses_or_compares_are_real():
+    with vllm_shim():
+        moe = _fresh("vllm.model_executor.layers.fused_moe")
+        cfg = _fresh("vllm.config")
+        tu = _fresh("vllm.utils.torch_utils")
+
+        class Experts(moe.RoutedExperts):       # dbrx's DbrxExperts, created at import
+            pass
+
+        assert issubclass(Experts, nn.Module)
+        assert cfg.CUDAGraphMode.PIECEWISE != cfg.CUDAGraphMode.NONE
+        assert cfg.get_current_vllm_config_or_none() is cfg.get_current_vllm_config()
+        # a text-only deployment: chatglm stores it, qwen3_next reads `language_model_only`
+        assert cfg.ModelConfig().multimodal_config.language_model_only is True
+        assert tu._resolve_layer_name(tu._encode_layer_name("model.layers.0")) == \
+            "model.layers.0"

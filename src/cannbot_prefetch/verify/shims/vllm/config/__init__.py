@@ -150,3 +150,18 @@ ModelConfig.multimodal_config = property(lambda self: MultiModalConfig())
 ModelConfig.get_multimodal_config = lambda self: MultiModalConfig()
 ModelConfig.try_get_generation_config = lambda self: {}
 ModelConfig.override_generation_config = property(lambda self: {})
+
+
+import enum  # noqa: E402  (appended with the names that use it)
+
+
+class CUDAGraphMode(enum.Enum):
+    """How CUDA graphs are captured (vLLM's config/compilation.py names): a model file compares
+    the forward context's mode against these; the shim captures none."""
+    NONE = 0
+    PIECEWISE = 1
+    FULL = 2
+    FULL_DECODE_ONLY = (2, 0)
+    FULL_AND_PIECEWISE = (2, 1)
+
+

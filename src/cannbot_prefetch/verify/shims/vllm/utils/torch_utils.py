@@ -45,3 +45,16 @@ def is_torch_equal_or_newer(target: str) -> bool:
     """torch's version >= target (release numbers compared; vLLM's torch_utils helper)."""
     from packaging.version import Version
     return Version(torch.__version__).release >= Version(target).release
+
+
+# a layer's name as a custom op receives it: a plain string (vLLM wraps it in `LayerName` only
+# behind a setting the shim leaves off)
+LayerNameType = str
+
+
+def _encode_layer_name(layer_name: str) -> str:
+    return layer_name
+
+
+def _resolve_layer_name(layer_name: str) -> str:
+    return layer_name

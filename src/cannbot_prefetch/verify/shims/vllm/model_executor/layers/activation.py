@@ -100,3 +100,23 @@ class GeluAndMulSparse(nn.Module):
             self.std_multiplier
         gate = nn.functional.relu(gate - cut)
         return nn.functional.gelu(gate, approximate=self.approximate) * x[..., d:]
+
+
+class XIELU(nn.Module):
+    """xIELU (arXiv 2411.13010), the formula in plain torch: for x > 0 `a_p x^2 + beta x`, else
+    `a_n (expm1(min(x, eps)) - x) + beta x`, with a_p = softplus(alpha_p) and
+    a_n = beta + softplus(alpha_n) learned (initialised so a_p, a_n start at the init values)."""
+
+    def __init__(self, alpha_p_init=0.8, alpha_n_init=0.8, beta=0.5, eps=-1e-6,
+                 dtype=torch.bfloat16, with_vector_loads=False):
+        super().__init__()
+        inv_softplus = lambda v: torch.log(torch.expm1(torch.tensor(float(v)))).reshape(1)  # noqa: E731
+        self.alpha_p = nn.Parameter(inv_softplus(alpha_p_init))
+        self.alpha_n = nn.Parameter(inv_softplus(alpha_n_init - beta))
+        self.beta, self.eps = float(beta), float(eps)
+
+    def forward(self, x):
+        a_p = nn.functional.softplus(self.alpha_p).to(x.dtype)
+        a_n = (self.beta + nn.functional.softplus(self.alpha_n)).to(x.dtype)
+        neg = (torch.expm1(torch.clamp(x, max=self.eps)) - x) * a_n
+        return torch.where(x > 0, a_p * x * x, neg) + self.beta * x

@@ -160,3 +160,10 @@ class _MoEConfig:
 # weights are computed (shape-faithful; the identity experts add no weights to read)
 FusedMoE.moe_config = property(lambda self: _MoEConfig(self.w13_weight.shape[-1],
                                                        self.w13_weight.shape[0]))
+
+
+class RoutedExperts(nn.Module):
+    """vLLM's container of a FusedMoE's expert weights, a base class a model file subclasses
+    for its own weight loader (dbrx's DbrxExperts, handed as `routed_experts_cls=`). The shim's
+    FusedMoE holds `w13_weight` / `w2_weight` itself and ignores that argument, so nothing
+    builds this at TP 1; defined (not a stand-in) because a subclass is created at import."""
