@@ -31,7 +31,11 @@ right. Only decoder families are counted (`decoder_family`; docs/limitations.md 
 not). Each target the tool does not plan is listed with the tool's reason.
 
     nice -n 10 python benchmarks/vllm_sweep.py [--version 0.34.0] [--cache /work/cache/vllm] \
-        [--families llama,qwen2] [--verify all|none|llama,qwen2] [--json sweep.json]
+        [--families llama,qwen2] [--verify all|none|llama,qwen2] [--jobs 2] [--json sweep.json]
+
+The last lines count issue 32's Done-when metric: decoder families planned, applied AND
+verified ok, of all counted decoder families, with the verify failures grouped by reason
+(`done_when`; the JSON's `done_when`). `--jobs N` runs N families at a time.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -746,6 +751,43 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
     return res
 
 
+def verify_reason(text: str) -> str:
+    """The reason of a verify failure, to group a sweep's failures: the stage it stopped at (the
+    import under the shim, the factory's build or step, verify's own checks) and the error's
+    first line (exception and message, which name the missing module, key or attribute and not
+    the family) or the failed checks' names."""
+    if text.startswith("not run: import under the shim: "):
+        return "import: " + text[len("not run: import under the shim: "):][:90]
+    if text.startswith("verify gave no JSON"):
+        return "verify crashed"
+    if text.startswith("verify: "):
+        return "build/run: " + text[len("verify: "):].strip().splitlines()[0][:90]
+    checks = sorted({part.split(":", 1)[0].strip() for part in text.split("; ")
+                     if ":" in part})
+    return "check failed: " + (", ".join(checks) or text[:50])
+
+
+def done_when(counted: list[dict]) -> dict:
+    """Issue 32's Done-when metric over the counted decoder families: planned and applied (the
+    sweep's pass) AND `verify` ok under the shim, as a count and a percentage of all counted
+    families; the families whose verify was not ok, grouped by `verify_reason`."""
+    ran = [r for r in counted if "verify" in r]
+    good = [r["family"] for r in ran if r.get("passed") and r["verify"].startswith("ok")]
+    groups: dict[str, list[str]] = {}
+    for r in ran:
+        if not r["verify"].startswith("ok"):
+            groups.setdefault(verify_reason(r["verify"]), []).append(r["family"])
+        elif not r.get("passed"):
+            groups.setdefault("verify ok, but not planned+applied", []).append(r["family"])
+    for r in counted:
+        if "verify" not in r and not r.get("passed"):     # stopped before verify could run
+            groups.setdefault("not planned+applied (verify not run)", []).append(r["family"])
+    n = len(counted)
+    return {"verified": len(good), "families": n, "percent": 100 * len(good) / max(n, 1),
+            "verify_run": len(ran), "verified_families": good,
+            "verify_failures": dict(sorted(groups.items(), key=lambda kv: -len(kv[1])))}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--version", default="0.34.0")
@@ -753,6 +795,8 @@ def main() -> int:
     ap.add_argument("--families", default="")
     ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--json", default="")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="families run at a time (each in its own subprocesses)")
     ap.add_argument("--verify", default=",".join(NAMED),
                     help="families to run `verify` on (comma list, 'all' or 'none'; about 40 s "
                          "each: the torch.compile checks): default the issue's six")
@@ -761,21 +805,28 @@ def main() -> int:
     only = set(a.families.split(",")) if a.families else None
     verify = None if a.verify == "all" else set() if a.verify == "none" else \
         set(a.verify.split(","))
-    rows = []
     t0 = time.perf_counter()
-    for f in families(models, only):
+
+    def one(f: Path) -> dict:
         try:
-            row = run_family(f, a.timeout, verify)
+            return run_family(f, a.timeout, verify)
         except subprocess.TimeoutExpired:
-            row = {"family": f.stem, "passed": False, "why": "timed out"}
-        rows.append(row)
-        tag = ("PASS" if row.get("passed") else "FAIL") if row.get("decoder") else "----"
-        print(f"{tag} {row['family']:<28} "
-              f"planned {len(row.get('planned', []))}/{len(row.get('targets', {}))} "
-              f"shards {row.get('shards_checked', 0) - len(row.get('shards_wrong', []))}/"
-              f"{row.get('shards_checked', 0)} import-shim: {row.get('import_shim', '')[:60]}"
-              + f" windows {row.get('windows', {})}"
-              + ("" if row.get("passed") else f"  -- {row.get('why', '')[:160]}"), flush=True)
+            return {"family": f.stem, "passed": False, "why": "timed out"}
+
+    rows = []
+    # each family runs in its own subprocesses; the threads only wait on them. `map` hands the
+    # rows back in family order, so the listing reads the same for any --jobs
+    with ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        for row in pool.map(one, families(models, only)):
+            rows.append(row)
+            tag = ("PASS" if row.get("passed") else "FAIL") if row.get("decoder") else "----"
+            print(f"{tag} {row['family']:<28} "
+                  f"planned {len(row.get('planned', []))}/{len(row.get('targets', {}))} "
+                  f"shards {row.get('shards_checked', 0) - len(row.get('shards_wrong', []))}/"
+                  f"{row.get('shards_checked', 0)} import-shim: {row.get('import_shim', '')[:60]}"
+                  + f" windows {row.get('windows', {})}"
+                  + ("" if row.get("passed") else f"  -- {row.get('why', '')[:160]}"),
+                  flush=True)
     # files whose own classes build no decoder (drafts, multimodal wrappers of another family's
     # decoder, config.py, pure-SSM models) are listed, swept, but not counted
     wide = [r for r in rows if r.get("decoder_own_code")]
@@ -800,9 +851,15 @@ def main() -> int:
         if "verify" in r:
             print(f"verify {r['family']} (TP 1 under the shim, {ENV}=1 alone on a fresh model): "
                   f"{r['verify'][:200]}")
+    done = done_when(counted)
+    print(f"\nissue 32's Done-when: {done['verified']}/{n} decoder families planned, applied and "
+          f"verified ok ({done['percent']:.1f} %); verify run on {done['verify_run']} of them")
+    for why, fams in done["verify_failures"].items():
+        print(f"  verify not ok, {why}: {len(fams)} ({', '.join(fams)})")
     if a.json:
         Path(a.json).write_text(json.dumps({"version": a.version, "passed": ok, "families": n,
-                                            "windows": win, "rows": rows}, indent=1))
+                                            "done_when": done, "windows": win, "rows": rows},
+                                           indent=1))
     return 0
 
 
