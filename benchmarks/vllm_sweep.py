@@ -81,6 +81,31 @@ TINY = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
 # (global_head_dim: gemma4's full-attention layers; block_dim / conv_dim: lfm2's MLP and conv
 # widths, None in transformers' Lfm2Config defaults; swa_*: mimo_v2's sliding-window layers,
 # a family transformers does not know: each set to the tiny width it stands for)
+# keys the files of families transformers does not know (remote-code configs) read unguarded
+# (`config.X`), which neither TINY nor vLLM's own config classes supply: one value per key, for
+# any file that reads it. No general rule gives these (no class defines them to read a default
+# from); each value says where it comes from
+REMOTE_KEYS = {
+    # FusedMoE's `renormalize` in openpangu; transformers' Qwen3MoeConfig default
+    "norm_topk_prob": True,
+    # rnj1 scales queries by its -0.5 power; Gemma2's released configs set it to head_dim
+    "query_pre_attn_scalar": TINY["head_dim"],
+    # solar's skip connections (Upstage's remote-code config): the layers that save (1, 2) and
+    # blend in (3, 4) the hidden states, at layer 1 of the 2 tiny ones so every path runs
+    # (layer 0 has no residual yet to save); `bskcn_tv` the (training, inference) weights
+    "bskcn_1": [1], "bskcn_2": [1], "bskcn_3": [1], "bskcn_4": [1], "bskcn_tv": [0.9, 0.8],
+    # rnj1's MLP accepts only this activation (it raises otherwise); Gemma3TextConfig's default
+    "hidden_activation": "gelu_pytorch_tanh",
+    # rnj1's logits soft cap; Gemma3TextConfig's default (none)
+    "final_logit_softcapping": None,
+    # rnj1's window for "sliding_attention" layers (TINY's layer_types has none); Gemma3's 4096
+    "sliding_window": 4096,
+    # plamo3's per-layer window (vLLM's loader renames a per-layer `sliding_window` list to
+    # it): None for each of TINY's layer_types, both full attention; its local rope base (read
+    # for sliding layers only) TINY's rope_theta
+    "interleaved_sliding_window": [None] * TINY["num_hidden_layers"],
+    "rope_local_theta": TINY["rope_theta"],
+}
 TP = 2
 ENV = "CANNBOT_PREFETCH"
 MODELS_PKG = "vllm.model_executor.models"
@@ -401,6 +426,13 @@ def family_config(src: Path) -> dict:
     mtype = next((t for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()
                   if (c if isinstance(c, str) else c[0]) in names), None)
     if mtype is None:
+        # a family transformers maps to another model class (sarvam.py's SarvamMLAForCausalLM;
+        # transformers' sarvam_mla runs DeepseekV3ForCausalLM): the model type whose config
+        # class is named as the file's model class, `SarvamMLAConfig`
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+        mtype = next((t for t, c in CONFIG_MAPPING_NAMES.items()
+                      if c in {n[:-len("ForCausalLM")] + "Config" for n in names}), None)
+    if mtype is None:
         # a family transformers knows by a multimodal class only (ernie45_vl_moe.py's
         # Ernie4_5_VLMoeForCausalLM; transformers' model type ernie4_5_vl_moe): its model
         # type spelled as the file's stem, underscores aside
@@ -408,8 +440,8 @@ def family_config(src: Path) -> dict:
         mtype = next((t for t in CONFIG_MAPPING_NAMES
                       if t.replace("_", "") == src.stem.replace("_", "")), None)
     if mtype is None:
-        return _listed({**_vllm_config_keys(src, tree), **TINY, **_sub_configs(tree)}, {},
-                       tree)
+        return _remote_keys(_listed({**_vllm_config_keys(src, tree), **TINY,
+                                     **_sub_configs(tree)}, {}, tree), tree)
     try:
         cfg = AutoConfig.for_model(mtype, **TINY)
     except Exception:
@@ -435,7 +467,20 @@ def family_config(src: Path) -> dict:
             base[key] = _listed(made, default.get(key) or {}, tree)
     for k in ("architectures", "auto_map", "transformers_version"):
         base.pop(k, None)
-    return _listed({**base, **TINY}, default, tree)
+    out = _listed({**base, **TINY}, default, tree)
+    # a LoRA rank the class defaults to None selects the architecture without that projection
+    # (sarvam_mla: q_proj, no q_a_proj; vLLM's MLA wrapper then takes q_proj): kept None
+    for k in ("q_lora_rank",):
+        if k in default and default[k] is None and k in out:
+            out[k] = None
+    return _remote_keys(out, tree)
+
+
+def _remote_keys(cfg: dict, tree: ast.Module) -> dict:
+    """`REMOTE_KEYS` the file reads as `config.X` / `self.config.X` that `cfg` lacks, added."""
+    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and ast.unparse(n.value).split(".")[-1] == "config"}
+    return {**cfg, **{k: v for k, v in REMOTE_KEYS.items() if k in read and k not in cfg}}
 
 
 def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
@@ -443,8 +488,9 @@ def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
     (`from vllm.transformers_utils.configs.moondream3 import Moondream3TextConfig`), read from
     each class's `__init__` in the wheel: a parameter its `__init__` stores under a standard
     key (`self.hidden_size = dim`) takes that key's TINY value, so the names the model file
-    reads (`config.dim`) are as tiny as the standard ones; other parameters keep their numeric
-    defaults, as in a user's config."""
+    reads (`config.dim`) are as tiny as the standard ones; other parameters keep their constant
+    defaults (numbers, flags: ricursive's `use_gated_attention`, names), as in a user's
+    config."""
     root = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])      # .../vllm/<configs>
     pkg = VLLM_CONFIGS.replace("/", ".")
     out: dict = {}
@@ -475,9 +521,8 @@ def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
             for p, d in defaults.items():
                 if p in stored:
                     out.setdefault(p, TINY[stored[p]])
-                elif isinstance(d, ast.Constant) and isinstance(d.value, (int, float)) and \
-                        not isinstance(d.value, bool):
-                    out.setdefault(p, d.value)
+                elif isinstance(d, ast.Constant):
+                    out.setdefault(p, d.value)     # a number, flag, name or None, as stored
     return out
 
 
@@ -545,18 +590,26 @@ def _cli(args: list[str], timeout: int) -> subprocess.CompletedProcess:
                            "prefetch", *args], capture_output=True, text=True, timeout=timeout)
 
 
+def _wheel_configs(models: Path) -> Path:
+    """The wheel's `vllm/transformers_utils/configs` beside its models folder."""
+    return models.parents[1] / Path(*VLLM_CONFIGS.split("/")[1:])
+
+
 def _import_with_shim(path: Path, models: Path) -> str:
     """'' when the rewritten file imports under the shim, else the first error line. It is
     imported as `vllm.model_executor.models.<stem>` (its copy's folder added to the shim's
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
-    vLLM, in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    vLLM, and vLLM's own config classes (`vllm.transformers_utils.configs.<x>`) are the wheel's
+    (its configs folder added to the shim's package), in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
             "with vllm_shim():\n"
             "    import vllm.model_executor.models as pkg\n"
             f"    pkg.__path__ += [{str(path.parent)!r}, {str(models)!r}]\n"
+            "    import vllm.transformers_utils.configs as cpkg\n"
+            f"    cpkg.__path__.append({str(_wheel_configs(models))!r})\n"
             f"    importlib.import_module('vllm.model_executor.models.{path.stem}')\n")
     env = {**os.environ, "CANNBOT_PREFETCH": "1"}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
@@ -568,6 +621,7 @@ FACTORY = '''"""GENERATED by benchmarks/vllm_sweep.py: builds {cls} of the rewri
 {stem}.py at TP 1 under cannbot-prefetch's vLLM shim from the sweep's tiny config, and one decode
 step's inputs (2 sequences, one token each, flat as vLLM passes them)."""
 import importlib
+import inspect
 import json
 
 import torch
@@ -587,11 +641,36 @@ def build():
         for extra in ({here!r}, {models!r}):
             if extra not in pkg.__path__:
                 pkg.__path__.append(extra)
+        import vllm.transformers_utils.configs as cpkg   # vLLM's own config classes: the wheel's
+        if {configs!r} not in cpkg.__path__:
+            cpkg.__path__.append({configs!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
         model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
-    return model, (torch.tensor([7, 11]), torch.tensor([5, 9]))
+    # vLLM's runner passes intermediate_tensors (None on one pipeline stage) and the other
+    # parameters by name; a forward that requires them positionally gets None, as there
+    more = [p for p in list(inspect.signature(model.forward).parameters.values())[2:]
+            if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+    return model, (torch.tensor([7, 11]), torch.tensor([5, 9]), *[None] * len(more))
 '''
+
+
+def vllm_loaded(data: dict) -> dict:
+    """The config as vLLM's loader hands it to a model (vllm/transformers_utils/config.py,
+    `patch_rope_parameters`, run on every config it loads): a config without `rope_parameters`
+    (remote-code families: orion, solar) gets `{"rope_type": "default", "rope_theta": ...}`
+    from its `rope_theta`, with its `partial_rotary_factor`; its text sub-config the same."""
+    out = dict(data)
+    theta = out.get("rope_theta", out.get("rotary_emb_base"))
+    if not out.get("rope_parameters") and theta is not None:
+        rope = {"rope_type": "default", "rope_theta": theta}
+        if out.get("partial_rotary_factor") is not None:
+            rope["partial_rotary_factor"] = out["partial_rotary_factor"]
+        out["rope_parameters"] = rope
+    for key in TEXT_SUBCONFIGS:
+        if isinstance(out.get(key), dict):
+            out[key] = vllm_loaded(out[key])
+    return out
 
 
 def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: int) -> str:
@@ -609,8 +688,11 @@ def _verify_with_shim(d: Path, copy: Path, src: Path, plan_path: Path, timeout: 
     fdir = d / "factory"      # not d itself: its vllm/ folder would shadow the shim's package
     fdir.mkdir(exist_ok=True)
     fac = fdir / "sweep_factory.py"
-    fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(d / "config.json"),
-                                  here=str(copy.parent), models=str(src.parent)))
+    loaded = d / "config.vllm.json"     # the config as vLLM's loader hands it to the model
+    loaded.write_text(json.dumps(vllm_loaded(json.loads((d / "config.json").read_text()))))
+    fac.write_text(FACTORY.format(cls=cls, stem=copy.stem, config=str(loaded),
+                                  here=str(copy.parent), models=str(src.parent),
+                                  configs=str(_wheel_configs(src.parent))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(fdir), *filter(None, [os.environ.get("PYTHONPATH")])])}
     r = subprocess.run([sys.executable, "-c", "from cannbot_prefetch.cli import main; main()",

@@ -56,3 +56,16 @@ _CURRENT = VllmConfig()
 
 def get_current_vllm_config() -> VllmConfig:
     return _CURRENT
+
+
+@dataclass
+class SchedulerConfig:
+    """The scheduler's limits as a model file reads them (plamo3 keeps it; vLLM's defaults for
+    one sequence group: batched tokens, sequences)."""
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 256
+    max_model_len: int = 256
+
+
+# read as `vllm_config.scheduler_config`: one shared default (the dataclass above is fixed)
+VllmConfig.scheduler_config = SchedulerConfig()

@@ -56,3 +56,19 @@ def get_act_and_mul_fn(name: str) -> nn.Module:
     mod = _AndMul()
     mod.fn = _ACTS.get(str(name).lower(), nn.functional.silu)
     return mod
+
+
+class SwigluStepAndMul(_AndMul):
+    """step3p5's clamped SwiGLU: silu(gate) clamped above at `limit`, times up clamped to
+    [-limit, limit] (no clamp when `limit` is None)."""
+
+    def __init__(self, limit=None, *_, **__):
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x):
+        d = x.shape[-1] // 2
+        gate, up = nn.functional.silu(x[..., :d]), x[..., d:]
+        if self.limit is not None:
+            gate, up = gate.clamp(max=self.limit), up.clamp(-self.limit, self.limit)
+        return gate * up

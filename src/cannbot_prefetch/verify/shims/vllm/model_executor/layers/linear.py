@@ -54,3 +54,8 @@ class QKVParallelLinear(ColumnParallelLinear):
 
 class DCPGroupColumnParallelLinear(ColumnParallelLinear):
     """Column-parallel over the decode-context-parallel group: one rank here."""
+
+
+class UnquantizedLinearMethod:
+    """vLLM's quant method of a linear that is not quantized (every shim linear is plain
+    torch); model files test `isinstance(layer.quant_method, UnquantizedLinearMethod)`."""

@@ -15,3 +15,8 @@ class VocabParallelEmbedding(nn.Module):
 class ParallelLMHead(VocabParallelEmbedding):
     def forward(self, x):
         return torch.nn.functional.linear(x, self.weight)
+
+
+# vLLM pads the vocabulary to a multiple of this for its kernels (vocab_parallel_embedding.py);
+# the shim's embeddings are unpadded, the constant is what model files pass as `padding_size`
+DEFAULT_VOCAB_PADDING_SIZE = 64

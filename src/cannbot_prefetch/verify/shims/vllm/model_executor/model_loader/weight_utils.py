@@ -1,4 +1,5 @@
 """Weight loading is not run by verify (the model keeps its random init); names only."""
+from typing import Any, Callable
 
 
 def default_weight_loader(param, loaded_weight):
@@ -15,3 +16,16 @@ def sharded_weight_loader(shard_axis):
 
 def row_parallel_weight_loader(param, loaded_weight):
     default_weight_loader(param, loaded_weight)
+
+
+# vLLM's type of a weight loader (param, loaded weight) -> None; model files annotate with it
+LoaderFunction = Callable[[Any, Any], None]
+
+
+def composed_weight_loader(loader: LoaderFunction, fn: Callable) -> LoaderFunction:
+    """A loader that loads with `loader`, then replaces the parameter's data by `fn(data)`
+    (plamo3's norms store weight - offset). Built at model build; verify never loads."""
+    def composed(param, loaded_weight) -> None:
+        loader(param, loaded_weight)
+        param.data.copy_(fn(param.data))
+    return composed
