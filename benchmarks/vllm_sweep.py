@@ -601,7 +601,8 @@ def _import_with_shim(path: Path, models: Path) -> str:
     models package, then the wheel's folder for siblings the copy lacks), so its relative imports
     (`from .utils import ...` from the shim, a sibling family from the wheel) resolve as in
     vLLM, and vLLM's own config classes (`vllm.transformers_utils.configs.<x>`) are the wheel's
-    (its configs folder added to the shim's package), in a fresh process with the switch on (`CANNBOT_PREFETCH=1`)."""
+    (its configs folder added to the shim's package), in a fresh process with the switch on
+    (`CANNBOT_PREFETCH=1`)."""
     code = ("import importlib, sys\n"
             "from cannbot_prefetch.verify.shims import vllm_shim\n"
             f"sys.path.insert(0, {str(path.parent)!r})\n"
@@ -646,7 +647,16 @@ def build():
             cpkg.__path__.append({configs!r})
         mod = importlib.import_module("vllm.model_executor.models.{stem}")
         torch.manual_seed(0)
-        model = mod.{cls}(vllm_config=VllmConfig(ModelConfig(cfg))).eval()
+        vllm_config = VllmConfig(ModelConfig(cfg))
+        drafts = [inspect.getsource(inspect.getmodule(c)) for c in mod.{cls}.__mro__
+                  if c.__module__.startswith(pkg.__name__)]
+        if any("speculative_config.draft_model_config" in text for text in drafts):
+            # a speculative draft (qwen3_dflash, its class or a base reading the draft's config)
+            # is built as vLLM builds it, through the speculative config; the tiny config is
+            # the draft's and the target's
+            from vllm.config import SpeculativeConfig
+            vllm_config.speculative_config = SpeculativeConfig(ModelConfig(cfg))
+        model = mod.{cls}(vllm_config=vllm_config).eval()
     # vLLM's runner passes intermediate_tensors (None on one pipeline stage) and the other
     # parameters by name; a forward that requires them positionally gets None, as there
     more = [p for p in list(inspect.signature(model.forward).parameters.values())[2:]

@@ -69,3 +69,31 @@ class SchedulerConfig:
 
 # read as `vllm_config.scheduler_config`: one shared default (the dataclass above is fixed)
 VllmConfig.scheduler_config = SchedulerConfig()
+
+
+@dataclass
+class SpeculativeConfig:
+    """A speculative draft's settings as a draft model file reads them: the draft's own model
+    config (`draft_model_config.hf_config`) and how many tokens it proposes per step."""
+    draft_model_config: Any = None
+    num_speculative_tokens: int = 1
+    method: str = "draft_model"
+
+
+# not a speculative run unless a factory building a draft sets one (vLLM's default)
+VllmConfig.speculative_config = None
+
+
+def _total_layers(self) -> int:
+    """The target model's layer count (a draft numbers its layers after them)."""
+    return self.hf_text_config.num_hidden_layers
+
+
+def _vocab(self) -> int:
+    return self.hf_text_config.vocab_size
+
+
+ModelConfig.get_total_num_hidden_layers = _total_layers
+ModelConfig.get_vocab_size = _vocab
+# the dtype a model file allocates its own tensors in: the shim's layers compute in float32
+ModelConfig.dtype = __import__("torch").float32

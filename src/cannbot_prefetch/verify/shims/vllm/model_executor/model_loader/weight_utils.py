@@ -29,3 +29,13 @@ def composed_weight_loader(loader: LoaderFunction, fn: Callable) -> LoaderFuncti
         loader(param, loaded_weight)
         param.data.copy_(fn(param.data))
     return composed
+
+
+def make_attention_sink(num_heads, dtype=None):
+    """A per-head attention sink logit, -inf until loaded (a sink of -inf adds nothing to the
+    softmax); a parameter without gradient, as vLLM makes it."""
+    import torch
+    sink = torch.nn.Parameter(torch.full((num_heads,), -float("inf"), dtype=dtype),
+                              requires_grad=False)
+    sink.weight_loader = default_weight_loader
+    return sink
