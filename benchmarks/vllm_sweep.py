@@ -105,6 +105,12 @@ REMOTE_KEYS = {
     # for sliding layers only) TINY's rope_theta
     "interleaved_sliding_window": [None] * TINY["num_hidden_layers"],
     "rope_local_theta": TINY["rope_theta"],
+    # qwen3_dflash2's draft settings (its checkpoint's `dflash_config`; the keys it indexes):
+    # tiny sizes chosen here, the conv group dividing TINY's hidden 256, its taps not above
+    # the factory step's 2 tokens (the CPU path pads by the tap), the selector's top-k below
+    # its rank
+    "dflash_config": {"conv_kernel_size": 2, "conv_group_size": 32, "selector_rank": 16,
+                      "selector_top_k": 4},
 }
 TP = 2
 ENV = "CANNBOT_PREFETCH"
@@ -191,7 +197,11 @@ def targets(src: Path, follow: bool = True, only_own: bool = False) -> dict[str,
         for body_file, fn in _build_bodies(src, tree, cls):
             if only_own and body_file != src:
                 continue
-            classes = imported if body_file == src else _local_classes(body_file)
+            # a sibling's body builds its own classes and those it imports from a third file
+            # (qwen3_dflash2's layer: qwen3_dflash.py's __init__ builds `Qwen3MLP`, qwen2.py's)
+            classes = imported if body_file == src else {
+                **_imported_classes(body_file, ast.parse(body_file.read_text(encoding="utf-8"))),
+                **_local_classes(body_file)}
             for node in ast.walk(fn):
                 _record(out, cls.name, node, classes)
     return out
@@ -656,7 +666,9 @@ def build():
             # the draft's and the target's
             from vllm.config import SpeculativeConfig
             vllm_config.speculative_config = SpeculativeConfig(ModelConfig(cfg))
-        model = mod.{cls}(vllm_config=vllm_config).eval()
+        from vllm.config import set_current_vllm_config
+        with set_current_vllm_config(vllm_config):      # as vLLM's loader builds a model
+            model = mod.{cls}(vllm_config=vllm_config).eval()
     # vLLM's runner passes intermediate_tensors (None on one pipeline stage) and the other
     # parameters by name; a forward that requires them positionally gets None, as there
     more = [p for p in list(inspect.signature(model.forward).parameters.values())[2:]

@@ -97,3 +97,23 @@ ModelConfig.get_total_num_hidden_layers = _total_layers
 ModelConfig.get_vocab_size = _vocab
 # the dtype a model file allocates its own tensors in: the shim's layers compute in float32
 ModelConfig.dtype = __import__("torch").float32
+
+
+def _set_current(config):
+    """`set_current_vllm_config(cfg)`: while the block runs, `get_current_vllm_config()` is
+    `cfg` (vLLM's loader builds a model inside it; drafts build their layers from it)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        global _CURRENT
+        old, _CURRENT = _CURRENT, config
+        try:
+            yield
+        finally:
+            _CURRENT = old
+    return block()
+
+
+def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
+    return _set_current(vllm_config)
