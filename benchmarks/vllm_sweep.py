@@ -483,13 +483,19 @@ def family_config(src: Path) -> dict:
     for k in ("q_lora_rank",):
         if k in default and default[k] is None and k in out:
             out[k] = None
-    return _remote_keys(out, tree)
+    return out
+
+
+def _config_reads(tree: ast.Module) -> set[str]:
+    """The keys a file reads as `config.X` / `self.config.X` (unguarded, not `getattr`)."""
+    return {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and ast.unparse(n.value).split(".")[-1] == "config"}
 
 
 def _remote_keys(cfg: dict, tree: ast.Module) -> dict:
-    """`REMOTE_KEYS` the file reads as `config.X` / `self.config.X` that `cfg` lacks, added."""
-    read = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-            and ast.unparse(n.value).split(".")[-1] == "config"}
+    """`REMOTE_KEYS` the file reads that `cfg` lacks, added (for families transformers does
+    not know only: a class transformers has defines the keys its family uses)."""
+    read = _config_reads(tree)
     return {**cfg, **{k: v for k, v in REMOTE_KEYS.items() if k in read and k not in cfg}}
 
 
@@ -504,6 +510,7 @@ def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
     root = src.parents[2] / Path(*VLLM_CONFIGS.split("/")[1:])      # .../vllm/<configs>
     pkg = VLLM_CONFIGS.replace("/", ".")
     out: dict = {}
+    read = _config_reads(tree)
     for n in tree.body:
         if not (isinstance(n, ast.ImportFrom) and n.module and n.module.startswith(pkg + ".")):
             continue
@@ -531,8 +538,10 @@ def _vllm_config_keys(src: Path, tree: ast.Module) -> dict:
             for p, d in defaults.items():
                 if p in stored:
                     out.setdefault(p, TINY[stored[p]])
-                elif isinstance(d, ast.Constant):
-                    out.setdefault(p, d.value)     # a number, flag, name or None, as stored
+                elif isinstance(d, ast.Constant) and (d.value is not None or p in read):
+                    # a number, flag or name as stored; None only for a key the file reads
+                    # (ricursive's `ffn_clamp_threshold`), not for a parameter such as `config`
+                    out.setdefault(p, d.value)
     return out
 
 
