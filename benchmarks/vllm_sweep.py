@@ -48,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -114,6 +115,10 @@ REMOTE_KEYS = {
 }
 TP = 2
 ENV = "CANNBOT_PREFETCH"
+# `--jobs`: the tiny configs are made one at a time in the sweep's own process (made in two
+# threads at once, transformers' lazy auto mappings gave llama.py an exaone config and
+# deepseek_v2.py TINY alone, without its class's norm_topk_prob: verify then failed)
+CONFIG_LOCK = threading.Lock()
 MODELS_PKG = "vllm.model_executor.models"
 # the families issue 32 names: verified (built under the shim, every site firing) by default
 NAMED = ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v2")
@@ -777,7 +782,8 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
             sib = _sibling(src, n)
             if sib is not None:
                 shutil.copy(sib, copy.parent)
-        cfg = family_config(src)
+        with CONFIG_LOCK:       # transformers' lazy config mappings are not thread safe
+            cfg = family_config(src)
         (d / "config.json").write_text(json.dumps(cfg, default=str))
         for model_src in (copy, copy.parent):
             asked = list(tg)
