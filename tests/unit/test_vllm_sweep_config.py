@@ -32,6 +32,7 @@ class ToyDecoder(nn.Module):
     def __init__(self, config: BartConfig, prefix: str = ""):
         super().__init__()
         self.width = config.d_model
+        self.clamp = config.clamp
 
 
 class ToyForCausalLM(nn.Module):
@@ -46,7 +47,8 @@ from transformers import PreTrainedConfig
 
 class ToyTextConfig(PreTrainedConfig):
     def __init__(self, dim: int = 2048, ff_dim: int = 8192, max_crops: int = 12,
-                 use_bias: bool = False, **kwargs):
+                 use_bias: bool = False, clamp: float | None = None,
+                 note: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.dim = dim
         self.ff_dim = ff_dim
@@ -87,8 +89,10 @@ def test_a_key_the_file_indexes_or_the_class_lists_stays_a_list(sweep, model):
 def test_a_vllm_config_class_stores_its_names_as_standard_keys(sweep, model):
     got = sweep._vllm_config_keys(model, ast.parse(model.read_text()))
     # dim is stored as hidden_size (TINY 256), ff_dim as intermediate_size (TINY 512);
-    # max_crops keeps its default; a bool default is not a size
-    assert got == {"dim": 256, "ff_dim": 512, "max_crops": 12}
+    # max_crops and the flag use_bias keep their defaults; clamp's None is kept (the file
+    # reads config.clamp), note's is not (never read)
+    assert got == {"dim": 256, "ff_dim": 512, "max_crops": 12, "use_bias": False,
+                   "clamp": None}
 
 
 def test_a_sub_config_handed_to_a_class_naming_its_config_class(sweep, model):
@@ -117,3 +121,41 @@ def test_per_layer_keys_follow_the_tiny_depth(sweep, model):
     assert got["intermediate_size"] == [512, 512]
     assert got["num_kv_shared_layers"] == 1
     assert got["num_dense_layers"] == 2
+
+
+def test_a_remote_key_is_added_only_where_the_file_reads_it(sweep):
+    tree = ast.parse("class A:\n    def __init__(self, config):\n"
+                     "        self.r = config.norm_topk_prob\n"
+                     "        self.t = self.config.bskcn_tv[1]\n        self.h = config.hidden_size\n")
+    got = sweep._remote_keys({"hidden_size": 256, "bskcn_tv": [0.5, 0.5]}, tree)
+    # norm_topk_prob read and missing: added (True); bskcn_tv given: kept; rope_local_theta
+    # never read: absent
+    assert got == {"hidden_size": 256, "bskcn_tv": [0.5, 0.5], "norm_topk_prob": True}
+
+
+def test_the_loaded_config_gets_rope_parameters_from_rope_theta(sweep):
+    got = sweep.vllm_loaded({"rope_theta": 500000.0, "partial_rotary_factor": 0.5,
+                             "text_config": {"rope_theta": 10000.0},
+                             "vision_config": {"rope_theta": 7.0}})
+    assert got["rope_parameters"] == {"rope_type": "default", "rope_theta": 500000.0,
+                                      "partial_rotary_factor": 0.5}
+    assert got["text_config"]["rope_parameters"] == {"rope_type": "default",
+                                                     "rope_theta": 10000.0}
+    assert "rope_parameters" not in got["vision_config"]      # not a text sub-config
+    given = {"rope_theta": 1.0, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}
+    assert sweep.vllm_loaded(given)["rope_parameters"] == given["rope_parameters"]
+
+
+def test_done_when_counts_verified_families_and_groups_failures(sweep):
+    rows = [{"family": "a", "passed": True, "verify": "ok"},
+            {"family": "b", "passed": True, "verify": "verify: AttributeError: x has no y"},
+            {"family": "c", "passed": True, "verify": "verify: AttributeError: x has no y"},
+            {"family": "d", "passed": False, "why": "analyze: refused"},
+            {"family": "e", "passed": True, "verify": "fires: site s did not fire"}]
+    got = sweep.done_when(rows)
+    # 1 of 5 verified: 20 %
+    assert (got["verified"], got["families"], got["percent"]) == (1, 5, 20.0)
+    assert got["verify_failures"] == {
+        "build/run: AttributeError: x has no y": ["b", "c"],
+        "check failed: fires": ["e"],
+        "not planned+applied (verify not run)": ["d"]}

@@ -1,4 +1,5 @@
 """VllmConfig as a model file reads it: `vllm_config.model_config.hf_config`, cache and quant."""
+import contextvars
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,11 +71,13 @@ class VllmConfig:
     lora_config: Any = None
 
 
-_CURRENT = VllmConfig()
+# the config a model is being built under (vLLM: `set_current_vllm_config`); a context
+# variable, so a block sets it for its own thread only
+_CURRENT = contextvars.ContextVar("vllm_config", default=VllmConfig())
 
 
 def get_current_vllm_config() -> VllmConfig:
-    return _CURRENT
+    return _CURRENT.get()
 
 
 @dataclass
@@ -83,6 +86,7 @@ class SchedulerConfig:
     (config/scheduler.py: DEFAULT_MAX_NUM_BATCHED_TOKENS 2048, DEFAULT_MAX_NUM_SEQS 128)."""
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 128
+    max_model_len: int = 256         # plamo3 reads it
 
 
 @dataclass
@@ -141,7 +145,7 @@ class MultiModalConfig:
 
 def get_current_vllm_config_or_none():
     """The current config (the shim always has one: `_CURRENT`)."""
-    return _CURRENT
+    return _CURRENT.get()
 
 
 # what a multimodal model file asks of its ModelConfig: the (text-only) multimodal settings,
@@ -165,3 +169,44 @@ class CUDAGraphMode(enum.Enum):
     FULL_AND_PIECEWISE = (2, 1)
 
 
+@dataclass
+class SpeculativeConfig:
+    """A speculative draft's settings as a draft model file reads them: the draft's own model
+    config (`draft_model_config.hf_config`) and how many tokens it proposes per step."""
+    draft_model_config: Any = None
+    num_speculative_tokens: int = 1
+    method: str = "draft_model"
+
+
+def _total_layers(self) -> int:
+    """The target model's layer count (a draft numbers its layers after them)."""
+    return self.hf_text_config.num_hidden_layers
+
+
+def _vocab(self) -> int:
+    return self.hf_text_config.vocab_size
+
+
+ModelConfig.get_total_num_hidden_layers = _total_layers
+ModelConfig.get_vocab_size = _vocab
+# the dtype a model file allocates its own tensors in: the shim's layers compute in float32
+ModelConfig.dtype = __import__("torch").float32
+
+
+def _set_current(config):
+    """`set_current_vllm_config(cfg)`: while the block runs, `get_current_vllm_config()` is
+    `cfg` (vLLM's loader builds a model inside it; drafts build their layers from it)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def block():
+        token = _CURRENT.set(config)
+        try:
+            yield
+        finally:
+            _CURRENT.reset(token)
+    return block()
+
+
+def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
+    return _set_current(vllm_config)

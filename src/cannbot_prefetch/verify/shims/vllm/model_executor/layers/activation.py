@@ -120,3 +120,19 @@ class XIELU(nn.Module):
         a_n = (self.beta + nn.functional.softplus(self.alpha_n)).to(x.dtype)
         neg = (torch.expm1(torch.clamp(x, max=self.eps)) - x) * a_n
         return torch.where(x > 0, a_p * x * x, neg) + self.beta * x
+
+
+class SwigluStepAndMul(_AndMul):
+    """step3p5's clamped SwiGLU: silu(gate) clamped above at `limit`, times up clamped to
+    [-limit, limit] (no clamp when `limit` is None)."""
+
+    def __init__(self, limit=None, *_, **__):
+        super().__init__()
+        self.limit = limit
+
+    def forward(self, x):
+        d = x.shape[-1] // 2
+        gate, up = nn.functional.silu(x[..., :d]), x[..., d:]
+        if self.limit is not None:
+            gate, up = gate.clamp(max=self.limit), up.clamp(-self.limit, self.limit)
+        return gate * up

@@ -33,3 +33,12 @@ class GemmaRMSNorm(RMSNorm):
 class LayerNorm(nn.LayerNorm):
     def __init__(self, hidden_size, eps=1e-5, **_):
         super().__init__(hidden_size, eps=eps)
+
+
+def _forward_native(self, *args, **kwargs):
+    """vLLM's CustomOp name of the plain-torch path (plamo3 calls `q_norm.forward_native(q)`):
+    here the only path, so the same computation as `forward`."""
+    return self.forward(*args, **kwargs)
+
+
+RMSNorm.forward_native = _forward_native

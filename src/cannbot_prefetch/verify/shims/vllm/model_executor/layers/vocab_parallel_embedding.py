@@ -20,3 +20,8 @@ class ParallelLMHead(VocabParallelEmbedding):
         """The head shares the embedding's weight (vLLM: `lm_head.tie_weights(embed_tokens)`)."""
         self.weight = embed_tokens.weight
         return self
+
+
+# vLLM pads the vocabulary to a multiple of this for its kernels (vocab_parallel_embedding.py);
+# the shim's embeddings are unpadded, the constant is what model files pass as `padding_size`
+DEFAULT_VOCAB_PADDING_SIZE = 64

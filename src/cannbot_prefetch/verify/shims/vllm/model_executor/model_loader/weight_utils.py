@@ -1,4 +1,5 @@
 """Weight loading is not run by verify (the model keeps its random init); names only."""
+from typing import Any, Callable
 
 
 def default_weight_loader(param, loaded_weight):

@@ -107,3 +107,19 @@ def __getattr__(name: str):
     from vllm._standin import standins
 
     return standins(__name__)(name)
+
+
+def get_draft_quant_config(vllm_config):
+    """A speculative draft's own quantization: none on the shim (its linears are plain)."""
+    return None
+
+
+def map_draft_quant_config(quant_config, weight_mapper, prefix, start_layer_id,
+                           num_hidden_layers) -> None:
+    """Maps a draft's quantized layer names to the runtime ones: nothing to map unquantized."""
+    return None
+
+
+def process_eagle_weight(model, name) -> None:
+    """Notes, while weights load, that a draft has its own head or embedding: no loading here."""
+    return None
