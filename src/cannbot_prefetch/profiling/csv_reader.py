@@ -17,8 +17,8 @@ import polars as pl
 
 from ..errors import InputError
 from . import columns as C
-from .csv_columns import (Spec, cell_flags, flag_bad, frame_exprs, is_native, map_headers,
-                          plan_columns)
+from .csv_columns import (Spec, by_value, cell_flags, clean_by_value, flag_bad, frame_exprs,
+                          is_native, map_headers, plan_columns)
 from .csv_ragged import FIELDS as _FIELDS
 from .csv_ragged import LINE as _LINE
 from .csv_ragged import read_text_frame, read_with_csv_module
@@ -62,7 +62,8 @@ def read_csv_rows(path: Path, source: str, samples_kept: int,
         raw = None
     except _Ragged:
         raw = read_text_frame(path, cols, eol)
-        frame = raw.select(frame_exprs(specs, ragged=True, width=len(every)))
+        frame = clean_by_value(raw.select(frame_exprs(specs, ragged=True, width=len(every))),
+                               specs)
     # Filters copy every column: on a clean 1M-row export most of them drop nothing, so each
     # runs only when its mask holds a row.
     frame = _keep(frame, ~frame["__blank"]).drop("__blank", "__lastnull", strict=False)
@@ -154,11 +155,14 @@ def _collect_fast(path: Path, specs: list[Spec], eol: str, native: bool) -> pl.D
                  for s in specs[:-1] if is_native(s)} if native else {}
     # N/A -> null in the parser, except in the last column, whose nulls reveal short rows
     nulls = {s.col: "N/A" for s in specs[:-1]} if native else None
-    lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
-                     null_values=nulls, eol_char=eol, **_READ)
     chosen = [replace(s, kind=s.kind + "@native") if s.col in overrides
               else replace(s, kind=s.kind + "@nulled") if native and s.kind == "text" and not s.trim
               and s is not specs[-1] else s for s in specs]
+    # the signature columns parsed as categories (each distinct text stored once), cleaned per
+    # distinct value after the read (csv_columns.clean_by_value)
+    overrides.update({s.col: pl.Categorical for s in chosen if by_value(s)})
+    lf = pl.scan_csv(path, row_index_name=_LINE, row_index_offset=2, schema_overrides=overrides,
+                     null_values=nulls, eol_char=eol, **_READ)
     try:
         frame = lf.select(frame_exprs(chosen, ragged=False)).collect(engine="streaming")
     except pl.exceptions.ComputeError as exc:
@@ -167,6 +171,7 @@ def _collect_fast(path: Path, specs: list[Spec], eol: str, native: bool) -> pl.D
         raise _Ragged() from exc
     if frame.width and frame["__lastnull"].any():
         raise _Ragged()
+    frame = clean_by_value(frame, chosen)
     return frame if frame["row"].is_sorted() else frame.sort("row")
 
 

@@ -5,13 +5,13 @@ small records (trace_decode.py: msgspec a piece at a time, else streamed) and on
 readers use is kept: complete ('X') events of the categories the readers look at, `async_npu`
 flow starts, and process/thread names. The kept events are held as COLUMNS (`Columns`: one
 list per field, row r the r-th kept event), filled a decoded piece at a time a field at a
-time and timestamps converted a column at a time (trace_values.py): no Python object and no
-function call per event (with the rest of issue 12's trace work, a third fewer instructions
-for the call stacks of a 30-step trace, callgrind). Repeated strings (names, call stacks,
-ids) are stored once. The PyTorch reader, which walks events one by one, asks `Trace.events`
-for them as `Event`s (built on first use). Timestamps are decimal
-µs (strings in Ascend exports, numbers in torch's), parsed from their text so every digit
-reaches the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so
+time, and the timestamps gathered as text and converted once per read (trace_values.py):
+no Python object and no function call per event (with the rest of issue 12's trace work, a
+third fewer instructions for the call stacks of a 30-step trace, callgrind). Repeated strings
+(names, call stacks, ids) are stored once. The PyTorch reader, which walks events one by
+one, asks `Trace.events` for them as `Event`s (built on first use). Timestamps are decimal µs
+(strings in Ascend exports, numbers in torch's), parsed from their text so every digit reaches
+the ns conversion. An 'X' event without a usable ts or dur is kept with `bad` set, so
 each reader counts it as damage instead of losing it silently.
 """
 
@@ -23,11 +23,13 @@ from itertools import compress, repeat
 from operator import attrgetter, eq
 from pathlib import Path
 
+import polars as pl
+
 from ..errors import InputError
 from .scalars import to_int64
 from .trace_decode import ID_ARGS, TEXT_ARGS, arg_name, record_pieces
-from .trace_values import (dur_column, id_arg, ident, ident_column, ns_column, text_arg,
-                           usable_columns)
+from .trace_values import (dur_column, id_arg, ident, ident_column, ns_series, text_arg,
+                           ts_text, usable_columns)
 
 STEP_MARKER = re.compile(r"^ProfilerStep#(\d+)$")
 
@@ -132,7 +134,20 @@ class Span:
     parent: int = -1    # index into the thread's span list
 
 
-_BATCH_PIECES = 8    # pieces whose raw timestamps and flows are converted together (~8 MB)
+_BATCH_PIECES = 8    # pieces whose raw values are staged together (~8 MB)
+
+
+@dataclass(slots=True)
+class _Staged:
+    """A read's values between its batches and its end: timestamps as text columns (the 'X'
+    events' and the flow starts'), converted together by `_finish`; durations as floats; the
+    flow starts' ids and launching threads. Each piece's raw records are dropped once staged:
+    held for the whole file they were ~20 MB of a 75 MB trace's peak."""
+    x_ts: list = field(default_factory=list)        # pl.Series of text, one per batch
+    flow_ts: list = field(default_factory=list)     # pl.Series of text, one per batch
+    durs: list = field(default_factory=list)        # float µs or None (dur_column)
+    flow_ids: list = field(default_factory=list)
+    flow_threads: list = field(default_factory=list)
 
 
 def load_trace(path: Path, max_bytes: int) -> Trace:
@@ -141,13 +156,12 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
     x = Columns()
     procs: dict = {}
     names: dict = {}
-    flows: dict = {}
     seen_x = False
     strings: dict = {}
     intern = strings.setdefault
     base = 0
-    # raw ts, dur and flow records wait for a batch of pieces, converted a column at a time,
-    # then dropped: held for the whole file they were ~20 MB of a 75 MB trace's peak
+    staged = _Staged()
+    # raw ts, dur and flow records wait for a batch of pieces, then are staged and dropped
     ts: list = []
     durs: list = []
     flow_recs: list = []
@@ -168,10 +182,11 @@ def load_trace(path: Path, max_bytes: int) -> Trace:
                 names[(ident(e.pid), ident(e.tid))] = label
         del piece, found, index, starts, metadata
         if k % _BATCH_PIECES == 0:
-            _convert(x, ts, durs, flow_recs, flows, intern)
-    _convert(x, ts, durs, flow_recs, flows, intern)
+            _stage(staged, ts, durs, flow_recs, intern)
+    _stage(staged, ts, durs, flow_recs, intern)
     if not seen_x:
         raise InputError("trace holds no complete ('X') events", path=str(path))
+    flows = _finish(x, staged)
     flavour = "ascend" if top == "list" or "Ascend Hardware" in procs.values() else "torch"
     return Trace(x, flavour, procs, names, flows)
 
@@ -191,17 +206,33 @@ def _by_phase(piece: list, base: int) -> tuple[list, list, list, list]:
             list(compress(piece, map(eq, phases, repeat("M")))))
 
 
-def _convert(x: Columns, ts: list, durs: list, flow_recs: list, flows: dict, intern) -> None:
-    """The waiting raw values into the columns and the flows; the raw lists emptied."""
-    start = ns_column(ts)
-    dur, bad = usable_columns(start, dur_column(durs))
-    x.start += start
-    x.dur_us += dur
-    x.bad += bad
-    flows.update(_flows(flow_recs, intern))
+def _stage(staged: _Staged, ts: list, durs: list, flow_recs: list, intern) -> None:
+    """The waiting raw values staged (timestamps spelled as text, durations read, the flow
+    starts' ids and threads); the raw lists emptied."""
+    staged.x_ts.append(ts_text(ts))
+    staged.durs += dur_column(durs)
+    staged.flow_ts.append(ts_text(list(map(_TS, flow_recs))))
+    ids, threads = _flow_keys(flow_recs, intern)
+    staged.flow_ids += ids
+    staged.flow_threads += threads
     ts.clear()
     durs.clear()
     flow_recs.clear()
+
+
+def _finish(x: Columns, staged: _Staged) -> dict:
+    """Every timestamp of the read converted in ONE call of the rule (a call per batch spent
+    ~0.5 ms each on polars' set-up: 72 of them at 480 steps), then the events' usable
+    durations and the flows (returned)."""
+    n = sum(map(len, staged.x_ts))
+    text = pl.concat([*staged.x_ts, *staged.flow_ts], rechunk=False)
+    staged.x_ts.clear()       # the text is freed as soon as it is converted
+    staged.flow_ts.clear()
+    ns = ns_series(text)
+    del text
+    x.start = ns.head(n).to_list()
+    x.dur_us, x.bad = usable_columns(x.start, staged.durs)
+    return _flows(staged.flow_ids, staged.flow_threads, ns.slice(n).to_list())
 
 
 _PH, _CAT = attrgetter("ph"), attrgetter("cat")
@@ -251,9 +282,8 @@ def _keep_x(x: Columns, ts: list, durs: list, index: list, recs: list, intern) -
     x.args += args
 
 
-def _flows(recs: list, intern) -> dict:
-    """async_npu flow starts: id -> (launching thread, ts ns); a later start of an id wins."""
-    ts = ns_column(list(map(_TS, recs)))
+def _flow_keys(recs: list, intern) -> tuple[list, list]:
+    """async_npu flow starts' ids (Int64, else None) and launching threads ((pid, tid))."""
     ids = list(map(_ID, recs))
     if not (set(map(type, ids)) <= {int} and ids and -(2 ** 63) <= min(ids)
             and max(ids) < 2 ** 63):
@@ -265,7 +295,13 @@ def _flows(recs: list, intern) -> dict:
     else:
         threads = list(zip(pids, tids))
         threads = list(map(intern, threads, threads))
-    if None in ts or None in ids:           # no usable ts or id: that flow is not kept
+    return ids, threads
+
+
+def _flows(ids: list, threads: list, ts: list) -> dict:
+    """async_npu flow starts: id -> (launching thread, ts ns), in file order, so a later start
+    of an id wins; a start without a usable ts or id is not kept."""
+    if None in ts or None in ids:
         return {f: (t, s) for f, t, s in zip(ids, threads, ts) if f is not None and s is not None}
     return dict(zip(ids, zip(threads, ts)))
 
