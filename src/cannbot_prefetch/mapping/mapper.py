@@ -12,6 +12,7 @@ from ..roofline.shapes import dtype_bytes
 from ..policy import Policy
 from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all, with_other_paths
+from .built import unbuilt
 from .guard import guard_for
 from .precedes import precedes
 from .shape import dims_match, role_of
@@ -75,6 +76,10 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
         res = check_site(view, pl, target_ref(pl, lin), mode=mode)
         if isinstance(res, Problem):
             return res.message
+        if pl.weight_expr.startswith("self."):
+            why = unbuilt(ms, pl.insert.cls, pl.weight_expr, lin.cls)
+            if why:
+                return why
         other = _other_branch(ms, pl)
         if other is not None:
             return (f"{pl.insert.anchor_call} is called in more than one branch of "

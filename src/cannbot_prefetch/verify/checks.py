@@ -84,18 +84,18 @@ def _layer_index(name: str) -> int:
 
 def weight_of(module, weight_expr: str):
     """The tensor `self.a.b.weight` names on `module`, by getattr one attribute at a time (never
-    eval: a plan is data); None when a step is absent or None, or the path is not a plain
+    eval: a plan is data; `[i]` indexes a module list, as longcat_flash's `self.self_attn[0]`,
+    by `grammar.access_steps`); None when a step is absent or None, or the path is not a plain
     `self.<attr>...` path (no dunders)."""
-    if not grammar.is_dotted(weight_expr, 2):
-        return None
-    head, *rest = weight_expr.split(".")
-    if head != "self" or any(p.startswith("__") for p in rest):
+    steps = grammar.access_steps(weight_expr)
+    if not steps or len(steps) < 2 or steps[0] != "self" or any(
+            isinstance(p, str) and p.startswith("__") for p in steps[1:]):
         return None
     obj = module
-    for name in rest:
+    for step in steps[1:]:
         try:
-            obj = getattr(obj, name, None)
-        except Exception:  # a property of the model that fails: the weight is not there
+            obj = obj[step] if isinstance(step, int) else getattr(obj, step, None)
+        except Exception:  # a failing property, an index out of range: the weight is not there
             return None
         if obj is None:
             return None

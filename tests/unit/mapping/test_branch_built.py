@@ -1,0 +1,113 @@
+"""A module built in one branch of an `if` in `__init__` (or in a helper method it calls) exists
+only when the config takes that branch: vLLM 0.34's minicpm builds `self.mlp` as MiniCPMMLP
+when `num_experts == 0` and MiniCPMMoE otherwise (in `_init_ffn_block`), deepseek_v2's MLA
+attention builds `kv_a_proj_with_mqa` only when `q_lora_rank is None`; the tool wrote
+`self.mlp.gate_up_proj.weight` into the decoder layer with num_experts 8 and the model raised
+AttributeError with the switch on. Mapping now decides each branch test on the weight's path with
+the config (mapping/built.py) and refuses a path built only under a test it cannot decide.
+
+Fixtures: tests/fixtures/vllm_style/branch_built/ (GENERATED for these tests: serving_layer.py
+in vLLM's style, modeling_tiny_mla.py in transformers' style). Which branch each config takes is
+worked out by hand from the fixtures' `if` tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cannbot_prefetch import hardware
+from cannbot_prefetch.errors import InputError
+from cannbot_prefetch.mapping.built import unbuilt
+from cannbot_prefetch.mapping.source import load_model_source
+from cannbot_prefetch.plan.build import PlanOptions, build_plan
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "vllm_style" / "branch_built"
+CFG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "num_hidden_layers": 2, "rms_norm_eps": 1e-6,
+       "vocab_size": 1000, "torch_dtype": "bfloat16"}
+
+
+def _serving(**extra):
+    return load_model_source(FIX / "serving_layer.py", {**CFG, **extra}, "config.json", tp=1)
+
+
+def _plan(file: str, target: str, **extra):
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), FIX / file, {**CFG, **extra},
+                            PlanOptions(targets=(target,), tp=1))
+    return [(s.insert.cls, s.target.weight_expr) for s in plan.sites]
+
+
+def test_helper_branch_dense_builds_the_mlp_only():
+    # num_experts 0: `if self.num_experts == 0` is true, self.mlp is TinyMLP
+    ms = _serving(num_experts=0)
+    assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP") is None
+    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE")
+    assert why == ("TinyDecoderLayer.mlp (TinyMoE) is not built under this config: it is built "
+                   "only when `not (self.num_experts == 0)`, which the config makes false")
+
+
+def test_helper_branch_moe_builds_the_moe_only():
+    # num_experts 4: the else branch, self.mlp is TinyMoE
+    ms = _serving(num_experts=4)
+    assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE") is None
+    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP")
+    assert why == ("TinyDecoderLayer.mlp (TinyMLP) is not built under this config: it is built "
+                   "only when `self.num_experts == 0`, which the config makes false")
+    # inside the MLP's own forward the path does not cross the branch: nothing to refuse there
+    assert unbuilt(ms, "TinyMLP", "self.gate_up_proj.weight", "TinyMLP") is None
+
+
+def test_missing_key_takes_the_getattr_default():
+    # no num_experts key: getattr(self.config, "num_experts", 0) is 0, the dense branch
+    ms = _serving()
+    assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP") is None
+    assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE") is not None
+
+
+def test_undecidable_test_is_named():
+    # `kv_cache_dtype == "fp8"`: the dtype comes from the engine's cache config, no config key
+    why = unbuilt(_serving(num_experts=0), "TinyDecoderLayer",
+                  "self.self_attn.k_scale_proj.weight", "TinyAttention")
+    assert why is not None
+    assert why.startswith("TinyAttention.k_scale_proj is built only when "
+                          "`kv_cache_dtype == \"fp8\"`, which the config does not decide")
+    # an unconditional sibling of the same class is built
+    assert unbuilt(_serving(num_experts=0), "TinyDecoderLayer",
+                   "self.self_attn.qkv_proj.weight", "TinyAttention") is None
+
+
+@pytest.mark.parametrize("experts, inserted_in", [(0, "TinyDecoderLayer"), (4, "TinyMLP")])
+def test_plan_never_reaches_through_an_unbuilt_module(experts, inserted_in):
+    # dense: planned in the decoder layer through self.mlp; MoE: self.mlp is TinyMoE, so the
+    # decoder-layer placement is refused and the site falls back into TinyMLP's own forward
+    # (a class the model does not build: the line never runs, it cannot raise)
+    sites = _plan("serving_layer.py", "TinyMLP.gate_up_proj", num_experts=experts)
+    assert sites and {cls for cls, _ in sites} == {inserted_in}
+    for cls, wexpr in sites:
+        if cls == "TinyDecoderLayer":
+            assert wexpr == "self.mlp.gate_up_proj.weight"
+    moe = _plan("serving_layer.py", "TinyMoE.gate", num_experts=4)
+    assert moe == [("TinyDecoderLayer", "self.mlp.gate.weight")]
+
+
+def test_plan_refuses_an_undecidable_branch():
+    with pytest.raises(InputError) as exc:
+        _plan("serving_layer.py", "TinyAttention.k_scale_proj", num_experts=0)
+    msg = str(exc.value)
+    assert "serving_layer.py" in msg and "--target TinyAttention.k_scale_proj" in msg
+    assert "`kv_cache_dtype == \"fp8\"`, which the config does not decide" in msg
+
+
+@pytest.mark.parametrize("rank, built, absent", [(None, "q_proj", "q_b_proj"),
+                                                 (64, "q_b_proj", "q_proj")])
+def test_transformers_style_low_rank_branch(rank, built, absent):
+    ms = load_model_source(FIX / "modeling_tiny_mla.py", {**CFG, "head_dim": 32,
+                                                          "q_lora_rank": rank}, "config.json")
+    assert unbuilt(ms, "TinyDecoderLayer", f"self.self_attn.{built}.weight",
+                   "TinyMlaAttention") is None
+    why = unbuilt(ms, "TinyDecoderLayer", f"self.self_attn.{absent}.weight", "TinyMlaAttention")
+    test = "self.q_lora_rank is None"
+    assert why == (f"TinyMlaAttention.{absent} is not built under this config: it is built only "
+                   f"when `{test if rank is not None else f'not ({test})'}`, which the config "
+                   f"makes false")
