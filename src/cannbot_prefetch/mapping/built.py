@@ -90,33 +90,62 @@ def _assignments(ms: ModelSource, cls: str, attr: str) -> list[_Build]:
     return out
 
 
-def _steps(weight_expr: str) -> Iterator[str]:
-    for part in weight_expr.split(".")[1:]:
+def _steps(weight_expr: str) -> Iterator[tuple[str, str]]:
+    """(attribute, the path's text up to it) for each step after `self`."""
+    parts = weight_expr.split(".")
+    for k, part in enumerate(parts[1:], start=1):
         name = part.split("[")[0]
         if name != "next_layer":               # the next layer is the same class
-            yield name
+            yield name, ".".join(parts[:k] + [name])
 
 
-def unbuilt(ms: ModelSource, cls: str, weight_expr: str, leaf_cls: str) -> str | None:
+@dataclass(frozen=True)
+class Unbuilt:
+    why: str
+    decided: bool        # the config rules the branch out (else: a test it cannot decide)
+    prefix: str          # the path up to the step that may be absent (`self.mlp`)
+
+
+def unbuilt(ms: ModelSource, cls: str, weight_expr: str, leaf_cls: str) -> Unbuilt | None:
     """Why `weight_expr` (`self.mlp.gate_up_proj.weight`, read in class `cls`) may not exist
     under the run's config, or None when every step the source shows is built. `leaf_cls` is
     the class that owns the target linear (the path's class at its last module step)."""
     steps = list(_steps(weight_expr))
     cur, site = cls, None
-    for i, name in enumerate(steps):
+    for i, (name, prefix) in enumerate(steps):
         if cur not in ms.classes:
             return None                        # a library class: not read here
         builds = _assignments(ms, cur, name)
         if not builds:
             return None                        # set in a base class elsewhere, or by a call
-        nxt = _next_class(ms, cur, name, steps[i + 1:], leaf_cls)
+        nxt = _next_class(ms, cur, name, [n for n, _ in steps[i + 1:]], leaf_cls)
         why = _judge(ms, cur, site, name, nxt, builds)
         if why:
-            return why
+            return Unbuilt(why[0], why[1], prefix)
         site, cur = (cur, name), nxt
         if cur is None:
             return None
     return None
+
+
+def unguarded(ms: ModelSource, cls: str, paths: tuple[str, ...], guards: tuple[str | None, ...],
+              leaf_cls: str) -> str | None:
+    """Why a site whose weight paths are `paths` (each run only when its guard, a module path
+    the rewrite checks present, is) may raise with the switch on or never fire; None when one
+    path is built under the config or, built under a test the config does not decide, guarded
+    (the rewrite's presence check is the safety net: locate.py, `rewrite/concerns.py`)."""
+    ok, first = False, None
+    for path, guard in zip(paths, guards):
+        u = unbuilt(ms, cls, path, leaf_cls)
+        if u is None:
+            ok = True
+            continue
+        if guard and (guard == u.prefix or guard.startswith(u.prefix + ".")):
+            ok = ok or not u.decided           # a decided-out guarded path never fires
+            first = first or u.why
+            continue
+        return u.why                           # may be absent and nothing checks it
+    return None if ok else first
 
 
 def _next_class(ms: ModelSource, cls: str, name: str, rest: list[str], leaf: str) -> str | None:
@@ -136,12 +165,12 @@ def _next_class(ms: ModelSource, cls: str, name: str, rest: list[str], leaf: str
 
 
 def _judge(ms: ModelSource, cls: str, site, name: str, child: str | None,
-           builds: list[_Build]) -> str | None:
+           builds: list[_Build]) -> tuple[str, bool] | None:
     """None when some assignment that builds `child` runs under the config; else why not."""
     wanted = [b for b in builds if child is None or child in b.classes or "" in b.classes]
     if not wanted:
         return (f"{cls}.{name} is never built as {child} in {cls}.__init__ (it is built as "
-                f"{', '.join(sorted({c for b in builds for c in b.classes}))})")
+                f"{', '.join(sorted({c for b in builds for c in b.classes}))})", True)
     undecided: list[str] = []
     ruled_out: list[str] = []
     for b in wanted:
@@ -162,9 +191,9 @@ def _judge(ms: ModelSource, cls: str, site, name: str, child: str | None,
     if undecided:
         return (f"{what} is built only when `{undecided[0]}`, which the config does not "
                 f"decide: with the switch on the prefetch would raise AttributeError when it "
-                f"does not hold")
+                f"does not hold", False)
     return (f"{what} is not built under this config: it is built only when "
-            f"`{ruled_out[0]}`, which the config makes false")
+            f"`{ruled_out[0]}`, which the config makes false", True)
 
 
 def _text(test: cst.BaseExpression, need: bool) -> str:

@@ -8,11 +8,12 @@ from typing import Callable
 
 from .. import reasons
 from ..legality import Placement
+from ..legality.reach import guard_path, target_refs
 from ..roofline.shapes import dtype_bytes
 from ..policy import Policy
 from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all, with_other_paths
-from .built import unbuilt
+from .built import unguarded
 from .guard import guard_for
 from .precedes import precedes
 from .shape import dims_match, role_of
@@ -77,7 +78,10 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
         if isinstance(res, Problem):
             return res.message
         if pl.weight_expr.startswith("self."):
-            why = unbuilt(ms, pl.insert.cls, pl.weight_expr, lin.cls)
+            paths = (pl.weight_expr, *pl.alt_weight_exprs)
+            guards = (res.guard,) if len(paths) == 1 else \
+                tuple(guard_path(target_refs(p)[1]) for p in paths)   # as concerns.site_lines
+            why = unguarded(ms, pl.insert.cls, paths, guards, lin.cls)
             if why:
                 return why
         other = _other_branch(ms, pl)

@@ -18,7 +18,7 @@ import pytest
 
 from cannbot_prefetch import hardware
 from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.mapping.built import unbuilt
+from cannbot_prefetch.mapping.built import unbuilt, unguarded
 from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.plan.build import PlanOptions, build_plan
 
@@ -42,7 +42,7 @@ def test_helper_branch_dense_builds_the_mlp_only():
     # num_experts 0: `if self.num_experts == 0` is true, self.mlp is TinyMLP
     ms = _serving(num_experts=0)
     assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP") is None
-    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE")
+    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE").why
     assert why == ("TinyDecoderLayer.mlp (TinyMoE) is not built under this config: it is built "
                    "only when `not (self.num_experts == 0)`, which the config makes false")
 
@@ -51,7 +51,7 @@ def test_helper_branch_moe_builds_the_moe_only():
     # num_experts 4: the else branch, self.mlp is TinyMoE
     ms = _serving(num_experts=4)
     assert unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate.weight", "TinyMoE") is None
-    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP")
+    why = unbuilt(ms, "TinyDecoderLayer", "self.mlp.gate_up_proj.weight", "TinyMLP").why
     assert why == ("TinyDecoderLayer.mlp (TinyMLP) is not built under this config: it is built "
                    "only when `self.num_experts == 0`, which the config makes false")
     # inside the MLP's own forward the path does not cross the branch: nothing to refuse there
@@ -68,7 +68,7 @@ def test_missing_key_takes_the_getattr_default():
 def test_undecidable_test_is_named():
     # `kv_cache_dtype == "fp8"`: the dtype comes from the engine's cache config, no config key
     why = unbuilt(_serving(num_experts=0), "TinyDecoderLayer",
-                  "self.self_attn.k_scale_proj.weight", "TinyAttention")
+                  "self.self_attn.k_scale_proj.weight", "TinyAttention").why
     assert why is not None
     assert why.startswith("TinyAttention.k_scale_proj is built only when "
                           "`kv_cache_dtype == \"fp8\"`, which the config does not decide")
@@ -91,12 +91,25 @@ def test_plan_never_reaches_through_an_unbuilt_module(experts, inserted_in):
     assert moe == [("TinyDecoderLayer", "self.mlp.gate.weight")]
 
 
-def test_plan_refuses_an_undecidable_branch():
-    with pytest.raises(InputError) as exc:
-        _plan("serving_layer.py", "TinyAttention.k_scale_proj", num_experts=0)
-    msg = str(exc.value)
-    assert "serving_layer.py" in msg and "--target TinyAttention.k_scale_proj" in msg
-    assert "`kv_cache_dtype == \"fp8\"`, which the config does not decide" in msg
+def test_an_undecidable_branch_is_planned_only_behind_the_presence_check(tmp_path):
+    """`k_scale_proj` exists only when `kv_cache_dtype == "fp8"`: the plan reaches it through
+    the next layer, and the rewritten line runs only when the module is present."""
+    import json
+    import shutil
+
+    from cannbot_prefetch import api
+    shutil.copy(FIX / "serving_layer.py", tmp_path / "serving_layer.py")
+    (tmp_path / "config.json").write_text(json.dumps({**CFG, "num_experts": 0}))
+    res = api.analyze(None, model_src=str(tmp_path / "serving_layer.py"),
+                      model_config=str(tmp_path / "config.json"),
+                      targets=("TinyAttention.k_scale_proj",), out=str(tmp_path / "out"))
+    res.save()
+    changes = api.apply(tmp_path / "out" / "prefetch_plan.yaml", root=tmp_path)
+    changes.write()
+    assert changes.refused == [] and len(changes.applied) == 1
+    text = (tmp_path / "serving_layer.py").read_text()
+    line, = [ln for ln in text.splitlines() if "k_scale_proj.weight" in ln]
+    assert '.attr(self, "next_layer.self_attn.k_scale_proj") is not None' in line
 
 
 @pytest.mark.parametrize("rank, built, absent", [(None, "q_proj", "q_b_proj"),
@@ -106,8 +119,28 @@ def test_transformers_style_low_rank_branch(rank, built, absent):
                                                           "q_lora_rank": rank}, "config.json")
     assert unbuilt(ms, "TinyDecoderLayer", f"self.self_attn.{built}.weight",
                    "TinyMlaAttention") is None
-    why = unbuilt(ms, "TinyDecoderLayer", f"self.self_attn.{absent}.weight", "TinyMlaAttention")
+    why = unbuilt(ms, "TinyDecoderLayer", f"self.self_attn.{absent}.weight",
+                  "TinyMlaAttention").why
     test = "self.q_lora_rank is None"
     assert why == (f"TinyMlaAttention.{absent} is not built under this config: it is built only "
                    f"when `{test if rank is not None else f'not ({test})'}`, which the config "
                    f"makes false")
+
+
+def test_an_undecided_module_the_rewrite_guards_is_planned():
+    """The rewrite's presence check (`_cbp.attr(self, "self_attn.k_scale_proj") is not None`,
+    written when the path may be absent) is the safety net for a test the config cannot decide;
+    without it the site is refused. A path the config rules out is refused guarded or not: it
+    would never fire."""
+    ms = _serving(num_experts=4)
+    path = "self.self_attn.k_scale_proj.weight"
+    assert unguarded(ms, "TinyDecoderLayer", (path,), ("self.self_attn.k_scale_proj",),
+                     "TinyAttention") is None
+    assert "does not decide" in unguarded(ms, "TinyDecoderLayer", (path,), (None,),
+                                          "TinyAttention")
+    # a guard that stops above the undecided step (an index cuts it: `self.self_attn`) is none
+    assert unguarded(ms, "TinyDecoderLayer", (path,), ("self.self_attn",), "TinyAttention")
+    dense = "self.mlp.gate_up_proj.weight"
+    assert "makes false" in unguarded(ms, "TinyDecoderLayer", (dense,),
+                                      ("self.mlp.gate_up_proj",), "TinyMLP")
+    # two paths of one weight, each guarded (one built is enough): test_two_paths.py
