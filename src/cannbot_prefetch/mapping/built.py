@@ -30,6 +30,7 @@ Cond = tuple[cst.BaseExpression, bool]     # a branch test and the value it need
 class _Build:
     conds: tuple[Cond, ...]                # the tests on the way to the assignment
     classes: tuple[str, ...]               # classes the assigned value builds ("" unknown)
+    node: cst.BaseExpression | None = None  # the assigned value
 
 
 def _assignments(ms: ModelSource, cls: str, attr: str) -> list[_Build]:
@@ -52,7 +53,7 @@ def _assignments(ms: ModelSource, cls: str, attr: str) -> list[_Build]:
         for call, _ in module_calls(value):
             name = callee_name(call)
             names += locals_.get(name, [name])
-        out.append(_Build(conds, tuple(names) or ("",)))
+        out.append(_Build(conds, tuple(names) or ("",), value))
 
     def block(stmts, conds: tuple[Cond, ...], depth: int, seen: frozenset[str]) -> None:
         for st in stmts:
@@ -146,6 +147,32 @@ def unguarded(ms: ModelSource, cls: str, paths: tuple[str, ...], guards: tuple[s
             continue
         return u.why                           # may be absent and nothing checks it
     return None if ok else first
+
+
+def never_built(ms: ModelSource, cls: str) -> str | None:
+    """Why the model never builds `cls` under the config (vLLM's minicpm with num_experts 8
+    never builds MiniCPMMLP: a site in its forward would never run), or None. Only when every
+    call of the class in the source is an assignment the config rules out; a class built
+    anywhere else (a factory, a list comprehension the scan does not read) is never refused."""
+    import re
+
+    sites = [(p, a) for (p, a), alts in ms.alternatives.items() if cls in alts]
+    if not sites:
+        return None
+    calls = sum(len(re.findall(rf"(?<![\w.])(?<!class ){re.escape(cls)}\(", v.code))
+                for v in ms.files.values())
+    seen: set[int] = set()
+    whys: list[str] = []
+    for parent, attr in sites:
+        builds = [b for b in _assignments(ms, parent, attr) if cls in b.classes]
+        j = _judge(ms, parent, None, attr, cls, builds) if builds else None
+        if j is None or not j[1]:
+            return None                        # built, or under a test it cannot decide
+        seen |= {id(b.node) for b in builds}
+        whys.append(j[0])
+    if len(seen) != calls:
+        return None
+    return f"the model never builds {cls} under this config ({whys[0]})"
 
 
 def _next_class(ms: ModelSource, cls: str, name: str, rest: list[str], leaf: str) -> str | None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from cannbot_prefetch import hardware
-from cannbot_prefetch.errors import InputError
-from cannbot_prefetch.mapping.built import unbuilt, unguarded
+from cannbot_prefetch.errors import InputError, SourceError
+from cannbot_prefetch.mapping.built import never_built, unbuilt, unguarded
 from cannbot_prefetch.mapping.source import load_model_source
 from cannbot_prefetch.plan.build import PlanOptions, build_plan
 
@@ -77,18 +77,31 @@ def test_undecidable_test_is_named():
                    "self.self_attn.qkv_proj.weight", "TinyAttention") is None
 
 
-@pytest.mark.parametrize("experts, inserted_in", [(0, "TinyDecoderLayer"), (4, "TinyMLP")])
-def test_plan_never_reaches_through_an_unbuilt_module(experts, inserted_in):
-    # dense: planned in the decoder layer through self.mlp; MoE: self.mlp is TinyMoE, so the
-    # decoder-layer placement is refused and the site falls back into TinyMLP's own forward
-    # (a class the model does not build: the line never runs, it cannot raise)
-    sites = _plan("serving_layer.py", "TinyMLP.gate_up_proj", num_experts=experts)
-    assert sites and {cls for cls, _ in sites} == {inserted_in}
-    for cls, wexpr in sites:
-        if cls == "TinyDecoderLayer":
-            assert wexpr == "self.mlp.gate_up_proj.weight"
-    moe = _plan("serving_layer.py", "TinyMoE.gate", num_experts=4)
-    assert moe == [("TinyDecoderLayer", "self.mlp.gate.weight")]
+def test_plan_never_reaches_through_an_unbuilt_module():
+    # dense: planned in the decoder layer through self.mlp
+    assert _plan("serving_layer.py", "TinyMLP.gate_up_proj", num_experts=0) == \
+        [("TinyDecoderLayer", "self.mlp.gate_up_proj.weight")]
+    # MoE: self.mlp is TinyMoE; the decoder-layer placement is refused, and so is one in
+    # TinyMLP's own forward (the model never builds TinyMLP: such a line would never run)
+    with pytest.raises((InputError, SourceError)) as exc:
+        _plan("serving_layer.py", "TinyMLP.gate_up_proj", num_experts=4)
+    assert "--target TinyMLP.gate_up_proj" in str(exc.value)
+    assert "which the config makes false" in str(exc.value)
+    assert _plan("serving_layer.py", "TinyMoE.gate", num_experts=4) == \
+        [("TinyDecoderLayer", "self.mlp.gate.weight")]
+
+
+@pytest.mark.parametrize("experts, built, unbuilt_cls", [(0, "TinyMLP", "TinyMoE"),
+                                                         (4, "TinyMoE", "TinyMLP")])
+def test_a_class_only_an_unbuilt_branch_builds_is_never_built(experts, built, unbuilt_cls):
+    ms = _serving(num_experts=experts)
+    assert never_built(ms, built) is None
+    assert never_built(ms, "TinyAttention") is None      # built unconditionally
+    test = "self.num_experts == 0"
+    assert never_built(ms, unbuilt_cls) == (
+        f"the model never builds {unbuilt_cls} under this config (TinyDecoderLayer.mlp "
+        f"({unbuilt_cls}) is not built under this config: it is built only when "
+        f"`{test if experts else f'not ({test})'}`, which the config makes false)")
 
 
 def test_an_undecidable_branch_is_planned_only_behind_the_presence_check(tmp_path):
