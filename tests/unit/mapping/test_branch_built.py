@@ -157,3 +157,14 @@ def test_an_undecided_module_the_rewrite_guards_is_planned():
     assert "makes false" in unguarded(ms, "TinyDecoderLayer", (dense,),
                                       ("self.mlp.gate_up_proj",), "TinyMLP")
     # two paths of one weight, each guarded (one built is enough): test_two_paths.py
+
+
+def test_a_target_named_through_a_chosen_module_finds_the_class_that_holds_it():
+    """`--target TinyDecoderLayer.mlp.shared`: `mlp` may be TinyMLP or TinyMoE; the class that
+    has `shared` is meant (before: the first class the file assigns, TinyMLP, 'does not
+    exist'); the config then decides whether that class is built."""
+    assert _plan("serving_layer.py", "TinyDecoderLayer.mlp.shared", num_experts=4) == \
+        [("TinyDecoderLayer", "self.mlp.shared.weight")]
+    with pytest.raises(SourceError) as exc:
+        _plan("serving_layer.py", "TinyDecoderLayer.mlp.shared", num_experts=0)
+    assert "TinyDecoderLayer.mlp (TinyMoE) is not built under this config" in str(exc.value)
