@@ -102,6 +102,14 @@ def weight_of(module, weight_expr: str):
     return obj
 
 
+def runs_insert(module, insert) -> bool:
+    """Whether `module` runs the method the site was written into: its class, or the base class
+    its method comes from when it has none of its own (vLLM's MiniCPM3DecoderLayer runs
+    minicpm.py's MiniCPMDecoderLayer.forward, where the site is)."""
+    owner = next((c for c in type(module).__mro__ if insert.method in vars(c)), type(module))
+    return owner.__name__ == insert.cls
+
+
 def site_weight(module, target):
     """The weight a site prefetches on `module`: the first of its paths the module holds
     (`weight_expr`, then `alt_weight_exprs`, as the rewritten code tries them); None if none."""
@@ -117,7 +125,7 @@ def expected_weights(model, plan: Plan) -> Expected:
     for site in plan.sites:
         exp.per_site[site.id] = 0
         for name, mod in model.named_modules():
-            if type(mod).__name__ != site.insert.cls:
+            if not runs_insert(mod, site.insert):
                 continue
             weight = site_weight(mod, site.target)
             if weight is None:  # absent / None module (conditional, last layer): not expected
@@ -288,7 +296,7 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
     exp_by_name: dict[str, str] = {}
     for s in plan.sites:
         for name, mod in model.named_modules():
-            if type(mod).__name__ != s.insert.cls:
+            if not runs_insert(mod, s.insert):
                 continue
             w = site_weight(mod, s.target)
             if w is None:
@@ -317,7 +325,7 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
     for s in plan.sites:
         if s.id not in count:
             inside = any(n == layer_name or n.startswith(layer_name + ".")
-                         for n, m in model.named_modules() if type(m).__name__ == s.insert.cls)
+                         for n, m in model.named_modules() if runs_insert(m, s.insert))
             checks.append(Check("graph order", False,
                                 f"no prefetch node in the captured {layer_name}" if inside else
                                 f"not checked: {s.insert.cls} is not inside {layer_name}", s.id,

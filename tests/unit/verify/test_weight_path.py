@@ -31,3 +31,26 @@ def test_an_index_is_a_step():
                                   "layer.self_attn[0].weight"])     # not from self
 def test_what_is_not_there_is_none(path):
     assert weight_of(_layer(), path) is None
+
+
+def test_a_subclass_runs_its_base_method():
+    """A site written into Base.forward runs in every module whose forward is Base's (vLLM's
+    MiniCPM3DecoderLayer over minicpm.py's MiniCPMDecoderLayer); not in one that overrides it."""
+    from cannbot_prefetch.contract.plan import Insert
+    from cannbot_prefetch.verify.checks import runs_insert
+
+    class Base(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    class Sub(Base):
+        pass
+
+    class Own(Base):
+        def forward(self, x):
+            return x + 1
+
+    ins = Insert("Base", "forward", "self.mlp", "after")
+    assert runs_insert(Base(), ins) and runs_insert(Sub(), ins)
+    assert not runs_insert(Own(), ins)
+    assert runs_insert(Own(), Insert("Own", "forward", "self.mlp", "after"))
