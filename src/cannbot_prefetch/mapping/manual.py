@@ -80,11 +80,17 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
             lin = next((x for x in sub_linears(ms, owner, p) if x.attr == ".".join(parts[k:])), None)
         if lin is not None:
             return cls, lin
-        child, _, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
+        child, decl, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
         if child is None:
             raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
                               f"its base classes)", path=ms.file_of(owner))
-        owner = child
+        # a module built as one of several classes (`self.mlp = MiniCPMMLP(...)` / `=
+        # MiniCPMMoE(...)` in branches): the one that holds the rest of the path
+        rest = ".".join(parts[k + 1:])
+        owner = next((a for a in ms.alternatives.get((decl, p.split("[", 1)[0]), [])
+                      if find_linear(ms, a, rest) is not None
+                      or find_child(ms, a, parts[k + 1].split("[", 1)[0])[0] is not None
+                      or any(x.attr == rest for x in sub_linears(ms, a, parts[k + 1]))), child)
     lin = find_linear(ms, owner, parts[-1])
     if lin is None:
         known = sorted({a for c in bases_chain(ms, owner) for (k, a) in ms.linears if k == c})

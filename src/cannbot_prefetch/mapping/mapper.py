@@ -8,10 +8,12 @@ from typing import Callable
 
 from .. import reasons
 from ..legality import Placement
+from ..legality.reach import guard_path, target_refs
 from ..roofline.shapes import dtype_bytes
 from ..policy import Policy
 from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all, with_other_paths
+from .built import never_built, unguarded
 from .guard import guard_for
 from .precedes import precedes
 from .shape import dims_match, role_of
@@ -56,7 +58,9 @@ def target_ref(pl: Placement, lin: LinearAttr) -> TargetName:
 
 def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, LinearAttr], str | None]:
     """apply's own per-site checks (`rewrite.engine.check_site`), asked before a site is
-    planned: a placement they refuse is never planned (one truth for analyze and apply)."""
+    planned: a placement they refuse is never planned (one truth for analyze and apply); then
+    whether the config builds every module on the weight's path, or the rewrite's presence
+    check covers the one it may not (`built.unguarded`)."""
     from ..legality import Problem
     from ..pysource import parse_view
     from ..rewrite.engine import check_site
@@ -75,6 +79,16 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
         res = check_site(view, pl, target_ref(pl, lin), mode=mode)
         if isinstance(res, Problem):
             return res.message
+        why = never_built(ms, pl.insert.cls)
+        if why:
+            return why
+        if pl.weight_expr.startswith("self."):
+            paths = (pl.weight_expr, *pl.alt_weight_exprs)
+            guards = (res.guard,) if len(paths) == 1 else \
+                tuple(guard_path(target_refs(p)[1]) for p in paths)   # as concerns.site_lines
+            why = unguarded(ms, pl.insert.cls, paths, guards, lin.cls)
+            if why:
+                return why
         other = _other_branch(ms, pl)
         if other is not None:
             return (f"{pl.insert.anchor_call} is called in more than one branch of "

@@ -27,7 +27,7 @@ def wanted_names(ms: "ModelSource") -> set[str]:
         for st in init.stmts if init else []:
             av = assign_value(st)
             if av is not None:
-                out |= {callee_name(c) for c, _ in _module_calls(av[1])}
+                out |= {callee_name(c) for c, _ in module_calls(av[1])}
     return out - set(ms.classes)
 
 
@@ -43,7 +43,7 @@ def scan_structure(ms: ModelSource) -> None:
             continue
         body = init_statements(ms, cname)
         local_lists = _local_appends(body)
-        class_params = _class_defaults(init)
+        class_params = class_defaults(init)
         for s in body:
             appended = _list_append(s)
             av = assign_value(s) or appended
@@ -54,7 +54,7 @@ def scan_structure(ms: ModelSource) -> None:
             if d.startswith("self.") and d.count(".") == 1 and ms.method(cname, d[5:]):
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
                 continue
-            for call, in_list in _module_calls(value, local_lists):
+            for call, in_list in module_calls(value, local_lists):
                 for child in class_params.get(callee_name(call), [callee_name(call)]):
                     if child not in ms.classes:
                         continue
@@ -68,7 +68,7 @@ def scan_structure(ms: ModelSource) -> None:
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
 
 
-def _class_defaults(init) -> dict[str, list[str]]:
+def class_defaults(init) -> dict[str, list[str]]:
     """Names that hold a class the layer instantiates: a parameter's default (vLLM's
     `attn_layer_type: type[nn.Module] = LlamaAttention`, then `attn_layer_type(...)`) and a local
     assigned a class in branches (`attn_cls = DeepseekAttention` / `= DeepseekV2MLAAttention`) or
@@ -137,7 +137,7 @@ def _list_append(s) -> tuple[str, cst.BaseExpression] | None:
     return None
 
 
-def _module_calls(value: cst.BaseExpression, local_lists=None) -> Iterator[tuple[cst.Call, bool]]:
+def module_calls(value: cst.BaseExpression, local_lists=None) -> Iterator[tuple[cst.Call, bool]]:
     if isinstance(value, cst.Call):
         name = callee_name(value)
         if name in ("ModuleList", "Sequential", "ModuleDict") and value.args:
@@ -154,10 +154,10 @@ def _module_calls(value: cst.BaseExpression, local_lists=None) -> Iterator[tuple
             elif isinstance(inner, cst.Dict):
                 elts = [el.value for el in inner.elements if isinstance(el, cst.DictElement)]
             for el in elts:
-                for call, _ in _module_calls(el):
+                for call, _ in module_calls(el):
                     yield call, True
             return
         yield value, False
     elif isinstance(value, cst.IfExp):
-        yield from _module_calls(value.body)
-        yield from _module_calls(value.orelse)
+        yield from module_calls(value.body)
+        yield from module_calls(value.orelse)

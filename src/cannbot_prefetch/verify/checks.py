@@ -84,22 +84,30 @@ def _layer_index(name: str) -> int:
 
 def weight_of(module, weight_expr: str):
     """The tensor `self.a.b.weight` names on `module`, by getattr one attribute at a time (never
-    eval: a plan is data); None when a step is absent or None, or the path is not a plain
+    eval: a plan is data; `[i]` indexes a module list, as longcat_flash's `self.self_attn[0]`,
+    by `grammar.access_steps`); None when a step is absent or None, or the path is not a plain
     `self.<attr>...` path (no dunders)."""
-    if not grammar.is_dotted(weight_expr, 2):
-        return None
-    head, *rest = weight_expr.split(".")
-    if head != "self" or any(p.startswith("__") for p in rest):
+    steps = grammar.access_steps(weight_expr)
+    if not steps or len(steps) < 2 or steps[0] != "self" or any(
+            isinstance(p, str) and p.startswith("__") for p in steps[1:]):
         return None
     obj = module
-    for name in rest:
+    for step in steps[1:]:
         try:
-            obj = getattr(obj, name, None)
-        except Exception:  # a property of the model that fails: the weight is not there
+            obj = obj[step] if isinstance(step, int) else getattr(obj, step, None)
+        except Exception:  # a failing property, an index out of range: the weight is not there
             return None
         if obj is None:
             return None
     return obj
+
+
+def runs_insert(module, insert) -> bool:
+    """Whether `module` runs the method the site was written into: its class, or the base class
+    its method comes from when it has none of its own (vLLM's MiniCPM3DecoderLayer runs
+    minicpm.py's MiniCPMDecoderLayer.forward, where the site is)."""
+    owner = next((c for c in type(module).__mro__ if insert.method in vars(c)), type(module))
+    return owner.__name__ == insert.cls
 
 
 def site_weight(module, target):
@@ -117,7 +125,7 @@ def expected_weights(model, plan: Plan) -> Expected:
     for site in plan.sites:
         exp.per_site[site.id] = 0
         for name, mod in model.named_modules():
-            if type(mod).__name__ != site.insert.cls:
+            if not runs_insert(mod, site.insert):
                 continue
             weight = site_weight(mod, site.target)
             if weight is None:  # absent / None module (conditional, last layer): not expected
@@ -288,7 +296,7 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
     exp_by_name: dict[str, str] = {}
     for s in plan.sites:
         for name, mod in model.named_modules():
-            if type(mod).__name__ != s.insert.cls:
+            if not runs_insert(mod, s.insert):
                 continue
             w = site_weight(mod, s.target)
             if w is None:
@@ -320,7 +328,7 @@ def graph_order(model, layer_name: str, layer, call, plan: Plan, rec) -> list[Ch
             # first layer: a dense MLP, no MoE gate) expects no prefetch there (expected_weights)
             inside = any((n == layer_name or n.startswith(layer_name + "."))
                          and site_weight(m, s.target) is not None
-                         for n, m in model.named_modules() if type(m).__name__ == s.insert.cls)
+                         for n, m in model.named_modules() if runs_insert(m, s.insert))
             checks.append(Check("graph order", False,
                                 f"no prefetch node in the captured {layer_name}" if inside else
                                 f"not checked: no {s.insert.cls} inside {layer_name} holds the "
