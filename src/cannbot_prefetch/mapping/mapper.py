@@ -14,6 +14,7 @@ from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all, with_other_paths
 from .guard import guard_for
 from .precedes import precedes
+from .repeats import runs_note
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -222,7 +223,7 @@ class Mapper:
 
     def settle(self, pl: Placement, lin: LinearAttr) -> Placement | str:
         from .manual import settle
-        return settle(pl, lin, self.accept)
+        return settle(pl, lin, self.accept, self.ms, self.events)
 
     def _placed_at(self, t_idx: int, w_idx: int | None, start: str, lin) -> Placement | str:
         if w_idx is None:
@@ -285,6 +286,9 @@ class Mapper:
                                  site=lin.qualname)
         if pl.note:
             notes.append(pl.note)
+        again = runs_note(self.events, t_idx)
+        if again:
+            notes.append(again)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
         k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl,
                            self.window_rules)
