@@ -14,7 +14,7 @@ from ..windows import Candidate, PredOp, Rejection, default_rules
 from .place import layer_depth, nearest_legal, place_all, with_other_paths
 from .guard import guard_for
 from .precedes import precedes
-from .repeats import runs_note
+from .repeats import runs_note, two_branches
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -105,12 +105,9 @@ def _other_branch(ms: ModelSource, pl: Placement) -> tuple[int, int] | None:
     if len(hits) < 2:
         return None
     lines = ms.files[ms.file_of(ins.cls)].lines
-    first, indent = hits[0], len(hits[0].indent)
     for st in hits[1:]:
-        for line in lines[first.end:st.start - 1]:
-            text = line.strip()
-            if text.startswith(("else", "elif")) and len(line) - len(line.lstrip()) < indent:
-                return first.start, st.start
+        if two_branches(lines, hits[0], st):
+            return hits[0].start, st.start
     return None
 
 

@@ -53,8 +53,7 @@ def invocations(events: list[Event], cls: str, method: str, obj: tuple) -> list[
 
 
 def _exclusive(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
-    """The two chains part at statements in two branches of one if/elif/else (an `else` /
-    `elif` line less indented than the first statement lies between them)."""
+    """The two chains part at statements in two branches of one if/elif/else (`two_branches`)."""
     k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if k is None or (a[k].cls, a[k].method) != (b[k].cls, b[k].method):
         return False
@@ -64,10 +63,14 @@ def _exclusive(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
     i, j = sorted((a[k].stmt, b[k].stmt))
     if i == j or not (0 <= i < j < len(m.stmts)):
         return False
-    lines = ms.files[ms.file_of(a[k].cls)].lines
-    first = m.stmts[i]
+    return two_branches(ms.files[ms.file_of(a[k].cls)].lines, m.stmts[i], m.stmts[j])
+
+
+def two_branches(lines: list[str], first, second) -> bool:
+    """Statements `first` and `second` (in that order, one method) lie in two branches of one
+    if/elif/else: an `else` / `elif` line less indented than `first` lies between them."""
     indent = len(first.indent)
-    for line in lines[first.end:m.stmts[j].start - 1]:
+    for line in lines[first.end:second.start - 1]:
         text = line.strip()
         if text.startswith(("else", "elif")) and len(line) - len(line.lstrip()) < indent:
             return True
