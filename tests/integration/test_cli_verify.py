@@ -89,10 +89,12 @@ def test_verify_fails_when_a_prefetch_is_moved_after_its_target(applied):
     assert res.exit_code == 1
     data = json.loads(res.stdout)
     bad = [c for c in data["checks"] if not c["passed"]]
-    # the per-layer make_fx check and the torch.compile graphs both see it
-    assert [(c["name"], c["site"]) for c in bad] == [("graph order", "toy-o"),
+    # the eager run's count of target runs (each run preceded by its prefetch, verify/runs.py),
+    # the per-layer make_fx check and the torch.compile graphs all see it
+    assert [(c["name"], c["site"]) for c in bad] == [("fires", "toy-o"), ("graph order", "toy-o"),
                                                      ("captured prefetch", "toy-o")]
-    assert all("runs before the prefetch" in c["detail"] for c in bad)
+    assert "ran the target with no prefetch since the previous step" in bad[0]["detail"]
+    assert all("runs before the prefetch" in c["detail"] for c in bad[1:])
 
 
 def test_verify_bad_factory_exit_2(applied):

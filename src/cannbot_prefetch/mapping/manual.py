@@ -33,6 +33,7 @@ from ..pysource import call_name
 from .flatten import flatten
 from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr
 from .refs import bases_chain, find_child, find_linear, sub_linears
+from .repeats import repeated
 from .source import Event, LinearAttr, ModelSource
 
 
@@ -212,9 +213,16 @@ def _after_in_layer(events: list[Event], t_idx: int, calls: list[int]) -> list[i
     return sorted(after, key=lambda i: (-common_depth(events[t_idx].path, events[i].path), -i))
 
 
-def settle(pl: Placement, lin: LinearAttr, accept) -> Placement | str:
+def settle(pl: Placement, lin: LinearAttr, accept, ms: ModelSource | None = None,
+           events: list[Event] | None = None) -> Placement | str:
     """The placement with the first join apply accepts (the end of the method holding the
-    prefetch, else after the call that runs it in each caller outwards); apply's reason if none."""
+    prefetch, else after the call that runs it in each caller outwards); apply's reason if none.
+    Given the forward pass (`ms`, `events`), first refused when its line would run more than
+    once per step (repeats.py)."""
+    if events is not None and ms is not None:
+        again = repeated(ms, events, pl)
+        if again is not None:
+            return again
     first = None
     for j in join_candidates(pl):
         cand = replace(pl, join=j)
@@ -230,11 +238,11 @@ def place_manual(ms: ModelSource, t: ManualTarget, window: str | None, accept) -
     Unplaceable when apply would refuse every insertion."""
     events = list(t.events)
     text = t.text or f"{t.cls}.{t.attr}"
-    check = lambda p: settle(p, t.lin, accept)  # noqa: E731
+    check = lambda p: settle(p, t.lin, accept, ms, events)  # noqa: E731
     if not window:
         # every layer that runs the target runs the prefetch (a stack of several layer classes)
         def every_layer(p):
-            return uncovered(ms, events, t.t_idx, p) or settle(p, t.lin, accept)
+            return uncovered(ms, events, t.t_idx, p) or settle(p, t.lin, accept, ms, events)
         pl = earliest_window(ms, events, t.t_idx, t.lin, every_layer)
         if pl is None:
             pl = nearest_legal(ms, events, t.t_idx, t.lin, accept=every_layer)

@@ -16,6 +16,7 @@ from .place import layer_depth, nearest_legal, place_all, with_other_paths
 from .built import never_built, unguarded
 from .guard import guard_for
 from .precedes import precedes
+from .repeats import runs_note, two_branches
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -118,12 +119,9 @@ def _other_branch(ms: ModelSource, pl: Placement) -> tuple[int, int] | None:
     if len(hits) < 2:
         return None
     lines = ms.files[ms.file_of(ins.cls)].lines
-    first, indent = hits[0], len(hits[0].indent)
     for st in hits[1:]:
-        for line in lines[first.end:st.start - 1]:
-            text = line.strip()
-            if text.startswith(("else", "elif")) and len(line) - len(line.lstrip()) < indent:
-                return first.start, st.start
+        if two_branches(lines, hits[0], st):
+            return hits[0].start, st.start
     return None
 
 
@@ -236,7 +234,7 @@ class Mapper:
 
     def settle(self, pl: Placement, lin: LinearAttr) -> Placement | str:
         from .manual import settle
-        return settle(pl, lin, self.accept)
+        return settle(pl, lin, self.accept, self.ms, self.events)
 
     def _placed_at(self, t_idx: int, w_idx: int | None, start: str, lin) -> Placement | str:
         if w_idx is None:
@@ -299,6 +297,9 @@ class Mapper:
                                  site=lin.qualname)
         if pl.note:
             notes.append(pl.note)
+        again = runs_note(self.events, t_idx)
+        if again:
+            notes.append(again)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""
         k, how = precedes(self.ms, self.events, self.src_map, cand, t_idx, pl,
                            self.window_rules)

@@ -13,6 +13,7 @@ from ..mapping.guard import guard_for
 from ..mapping.manual import (Unplaceable, held_calls, overlapped, parse_target,
                               place_manual)
 from ..mapping.place import with_other_paths
+from ..mapping.repeats import runs_note
 from ..mapping.shape import role_of
 from ..mapping.source import ModelSource
 from ..windows import Candidate, Rejection, find_windows
@@ -52,6 +53,9 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
         m_notes = [pl.note] if pl.note else []
         m_notes += branch_notes(ms, (t.lin.cls, pl.insert.cls))
+        again = runs_note(list(t.events), t.t_idx)
+        if again:
+            m_notes.append(again)
         held = held_calls(ms, list(t.events), pl, t.t_idx)
         names = list(dict.fromkeys(_call_name(e) for e in held))   # if/else branches once
         if names:

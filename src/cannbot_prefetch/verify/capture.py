@@ -8,8 +8,9 @@ was written for (docs/rewrite.md "What each mode emits"):
   code would issue none). aot_eager is the native stand-in for torchair's backends, which take
   the same AOT graph (torchair's docs triage npugraph_ex problems with aot_eager first).
 - `captured prefetch` (per site): in dynamo's graph and in AOT's forward graph, one prefetch node
-  per module that holds the weight, each after its dependency and before its target, with the
-  dependency an ancestor of the target (verify/graph.py).
+  per step the weight's module runs in (verify/runs.py: one per module that holds the weight,
+  unless a layer runs more than once a forward), each after its dependency and before the next
+  op that reads its weight, with the dependency an ancestor of that op (verify/graph.py).
 - `side stream joined` (call form side_stream): a join node follows every prefetch node, so the
   side stream is joined before the graph ends (aclgraph capture requires it).
 - `compile inductor`: torch.compile's default backend, where a C++ compiler exists (skipped with
@@ -223,7 +224,7 @@ def capture_checks(model, inputs, plan: Plan, off, exp: Expected, counted: Calla
     import torch
 
     checks: list[Check] = []
-    want = sum(exp.per_site.values())
+    want = sum(exp.wanted(s.id) for s in plan.sites)   # one per step (runs.py)
     captured: dict[str, Captured | None] = {}
     target = target_of(model, inputs)
     for backend in BACKENDS:
@@ -415,7 +416,7 @@ def _site_checks(captured: dict[str, Captured | None], plan: Plan, exp: Expected
             extra.append(f"{backend}: {unplanned} prefetch node(s) with a weight no site plans")
         for s in plan.sites:
             skipped[s.id] = False
-            want = exp.per_site[s.id]
+            want = exp.wanted(s.id)
             ok = want > 0 and count[s.id] == want and not problems[s.id]
             bad[s.id] |= not ok
             text = f"{backend}: {count[s.id]}/{want} node(s)"

@@ -19,6 +19,7 @@ from typing import Any
 from ..plan import Plan, Site, grammar
 from ..contract.plan import decode_guard_text
 from .graph import is_prefetch, order_problem
+from .runs import Run, Runs, judge, steps
 
 
 def call_with(fn, inputs):
@@ -70,11 +71,30 @@ def failed_run(exc: BaseException, plan: Plan) -> Check:
 
 @dataclass
 class Expected:
-    """Planned weight tensors: id(tensor) -> (site id, owner module name)."""
+    """Planned weight tensors: id(tensor) -> (site id, owner module name); `per_site`: how many
+    modules hold each site's weight; `holders`: id(tensor) -> the modules holding it (whose
+    runs `runs.counting` records into `runs` during the switch-on forward)."""
 
     by_tensor: dict[int, tuple[str, str]] = field(default_factory=dict)
     tensors: dict[int, Any] = field(default_factory=dict)
     per_site: dict[str, int] = field(default_factory=dict)
+    holders: dict[int, list] = field(default_factory=dict)
+    runs: Runs | None = None
+
+    def all_holders(self) -> list:
+        return [h for hs in self.holders.values() for h in hs]
+
+    def runs_of(self, tid: int) -> list[Run]:
+        return self.runs.of_all(self.holders.get(tid, ())) if self.runs is not None else []
+
+    def want_of(self, tid: int) -> int:
+        """Prefetches of one weight a forward must issue: one per step its modules ran in
+        (runs.py), one when they never ran or runs were not counted."""
+        return len(steps(self.runs_of(tid))) or 1
+
+    def wanted(self, sid: str) -> int:
+        """Prefetches of site `sid` one forward must issue (`want_of` over its weights)."""
+        return sum(self.want_of(t) for t, (s, _) in self.by_tensor.items() if s == sid)
 
 
 def _layer_index(name: str) -> int:
@@ -82,16 +102,16 @@ def _layer_index(name: str) -> int:
     return int(m.group(1)) if m else -1
 
 
-def weight_of(module, weight_expr: str):
-    """The tensor `self.a.b.weight` names on `module`, by getattr one attribute at a time (never
-    eval: a plan is data; `[i]` indexes a module list, as longcat_flash's `self.self_attn[0]`,
-    by `grammar.access_steps`); None when a step is absent or None, or the path is not a plain
-    `self.<attr>...` path (no dunders)."""
+def _path_of(module, weight_expr: str) -> list | None:
+    """The objects `self.a.b.weight` names on `module`, one per step, by getattr one attribute
+    at a time (never eval: a plan is data; `[i]` indexes a module list, as longcat_flash's
+    `self.self_attn[0]`, by `grammar.access_steps`); None when a step is absent or None, or the
+    path is not a plain `self.<attr>...` path (no dunders)."""
     steps = grammar.access_steps(weight_expr)
     if not steps or len(steps) < 2 or steps[0] != "self" or any(
             isinstance(p, str) and p.startswith("__") for p in steps[1:]):
         return None
-    obj = module
+    objs, obj = [module], module
     for step in steps[1:]:
         try:
             obj = obj[step] if isinstance(step, int) else getattr(obj, step, None)
@@ -99,7 +119,22 @@ def weight_of(module, weight_expr: str):
             return None
         if obj is None:
             return None
-    return obj
+        objs.append(obj)
+    return objs
+
+
+def weight_of(module, weight_expr: str):
+    """The tensor `self.a.b.weight` names on `module` (`_path_of`); None if it is not there."""
+    path = _path_of(module, weight_expr)
+    return path[-1] if path else None
+
+
+def _holder(path: list):
+    """The module that holds the weight at the end of `path`: the last module before it (the
+    linear of `.weight`, the experts of `.w13_weight`)."""
+    import torch
+
+    return next(o for o in reversed(path[:-1]) if isinstance(o, torch.nn.Module))
 
 
 def runs_insert(module, insert) -> bool:
@@ -113,10 +148,16 @@ def runs_insert(module, insert) -> bool:
 def site_weight(module, target):
     """The weight a site prefetches on `module`: the first of its paths the module holds
     (`weight_expr`, then `alt_weight_exprs`, as the rewritten code tries them); None if none."""
+    found = site_weight_holder(module, target)
+    return found[0] if found else None
+
+
+def site_weight_holder(module, target):
+    """(weight, the module holding it) for `site_weight`; None if the module holds none."""
     for expr in (target.weight_expr, *target.alt_weight_exprs):
-        w = weight_of(module, expr)
-        if w is not None:
-            return w
+        path = _path_of(module, expr)
+        if path:
+            return path[-1], _holder(path)
     return None
 
 
@@ -127,11 +168,15 @@ def expected_weights(model, plan: Plan) -> Expected:
         for name, mod in model.named_modules():
             if not runs_insert(mod, site.insert):
                 continue
-            weight = site_weight(mod, site.target)
-            if weight is None:  # absent / None module (conditional, last layer): not expected
+            found = site_weight_holder(mod, site.target)
+            if found is None:  # absent / None module (conditional, last layer): not expected
                 continue
+            weight, holder = found
             exp.by_tensor[id(weight)] = (site.id, name)
             exp.tensors[id(weight)] = weight
+            held = exp.holders.setdefault(id(weight), [])
+            if all(h is not holder for h in held):
+                held.append(holder)
             exp.per_site[site.id] += 1
     return exp
 
@@ -162,19 +207,24 @@ def outputs_equal(a, b) -> tuple[bool, str]:
 
 
 def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
+    """`fires` per site: every weight prefetched once per step its module runs in (runs.py;
+    once per module when runs were not counted), each before that step's first run, with the
+    planned size, a dependency and no offset; then `layer order` and `unplanned calls`."""
     out: list[Check] = []
     fired: dict[str, int] = {s.id: 0 for s in plan.sites}
+    fired_at: dict[int, list[int]] = {}
     unknown = 0
     seq: list[tuple[int, str]] = []
     bad: dict[str, list[str]] = {s.id: [] for s in plan.sites}
     sites = {s.id: s for s in plan.sites}
-    for c in calls:
+    for k, c in enumerate(calls):
         hit = exp.by_tensor.get(id(c.weight))
         if hit is None:
             unknown += 1
             continue
         sid, owner = hit
         fired[sid] += 1
+        fired_at.setdefault(id(c.weight), []).append(k)
         seq.append((_layer_index(owner), sid))
         s: Site = sites[sid]
         if c.dependency is None:
@@ -183,14 +233,30 @@ def check_calls(plan: Plan, exp: Expected, calls) -> list[Check]:
             bad[sid].append(f"size {c.max_size} != planned {s.max_size}")
         if c.offset is not None or c.nargs != 3:
             bad[sid].append(f"offset argument passed ({c.offset!r})")
+    steps_wrong: dict[str, list[str]] = {s.id: [] for s in plan.sites}
+    ran: dict[str, tuple[int, int]] = {s.id: (0, 0) for s in plan.sites}   # (runs, steps)
+    for tid, (sid, owner) in exp.by_tensor.items():
+        runs = exp.runs_of(tid)
+        want, problem = judge(runs, fired_at.get(tid, []))
+        if runs:
+            r, n = ran[sid]
+            ran[sid] = (r + len(runs), n + want)
+        if problem and fired_at.get(tid):
+            steps_wrong[sid].append(f"{owner}: {problem}")
     for s in plan.sites:
-        want = exp.per_site[s.id]
-        ok = want > 0 and fired[s.id] == want and not bad[s.id]
+        want = exp.wanted(s.id)
+        ok = want > 0 and fired[s.id] == want and not bad[s.id] and not steps_wrong[s.id]
         detail = f"fired {fired[s.id]}/{want} with the planned weight, size {s.max_size}"
-        if want == 0:
+        runs, n_steps = ran[s.id]
+        if runs and runs != exp.per_site[s.id]:
+            detail += (f"; its {exp.per_site[s.id]} module(s) ran {runs} time(s) in {n_steps} "
+                       f"step(s), one prefetch per step")
+        if exp.per_site[s.id] == 0:
             detail = f"no module of {s.insert.cls} holds {s.target.weight_expr}"
         if bad[s.id]:
             detail += "; " + "; ".join(sorted(set(bad[s.id])))
+        if steps_wrong[s.id]:
+            detail += "; " + "; ".join(steps_wrong[s.id][:2])
         if want and not fired[s.id] and (s.guard is not None or s.max_tokens is not None):
             detail += (f" (the site only fires while {decode_guard_text(s)}: give the factory "
                        f"decode-shaped inputs)")

@@ -41,9 +41,10 @@ def _short(node) -> str:
     return op_name(node).split("::")[-1].split(".")[0]
 
 
-def first_real_user(node, skip, index):
-    """The first node that computes with `node` (through views), other than `skip`: the first
-    matmul if any, else the first other user."""
+def first_real_user(node, skip, index, after: int = -1):
+    """The first node after position `after` that computes with `node` (through views), other
+    than `skip`: the first such matmul if any, else the first other user. A view made before
+    `after` is followed too (a transposed weight read again in a later step)."""
     best = fallback = None
     todo, seen = [node], set()
     while todo:
@@ -53,11 +54,13 @@ def first_real_user(node, skip, index):
                 continue
             seen.add(u)
             name = _short(u)
-            if name in MATMULS:
+            if name in VIEWS:
+                todo.append(u)
+            elif index[u] <= after:
+                continue
+            elif name in MATMULS:
                 if best is None or index[u] < index[best]:
                     best = u
-            elif name in VIEWS:
-                todo.append(u)
             elif fallback is None or index[u] < index[fallback]:
                 fallback = u
     return best or fallback
@@ -75,25 +78,28 @@ def ancestors(node) -> set:
 
 
 def order_problem(node, nodes, index, label: str, next_layer: bool) -> str | None:
-    """None when prefetch `node` comes after its dependency and before the first op that computes
-    with its weight, and the dependency is an ancestor of that op; else what is wrong. A weight
-    no op in this graph reads (the next layer's, in a one-layer capture) is checked against the
-    graph's output instead."""
+    """None when prefetch `node` comes after its dependency and before the next op that computes
+    with its weight, and the dependency is an ancestor of that op; else what is wrong. The next
+    op, not the first: a layer run twice in one graph (a recurrent model, unrolled) reads its
+    weight again after its second prefetch (verify/runs.py). A prefetch with no read after it,
+    the target having run before it, is out of order. A weight no op in this graph reads (the
+    next layer's, in a one-layer capture) is checked against the graph's output instead."""
     weight, dep = node.args[0], node.args[1]
     if dep is None:
         return f"{label}: no dependency node"
     if index[dep] >= index[node]:
         return f"{label}: prefetch before its dependency"
-    user = first_real_user(weight, node, index)
+    user = first_real_user(weight, node, index, after=index[node])
     if user is None:
+        earlier = first_real_user(weight, node, index)
+        if earlier is not None:
+            return f"{label}: the target ({_short(earlier)}) runs before the prefetch"
         if not next_layer:
             return f"{label}: nothing reads the weight after the prefetch"
         outputs = [x for x in nodes if x.op == "output"]
         if not outputs or dep not in ancestors(outputs[0]):
             return f"{label}: the dependency does not flow into the layer's output"
         return None
-    if index[user] < index[node]:
-        return f"{label}: the target ({_short(user)}) runs before the prefetch"
     if dep not in ancestors(user):
         return f"{label}: the dependency does not flow into the target ({_short(user)})"
     return None

@@ -1,10 +1,11 @@
 """The switch turned on the way a user turns it, each route on a freshly built model: the
 environment switch alone (`CANNBOT_PREFETCH=1` while the factory builds the model) and, with the
 built-in factory, `<switch.config_path>: true` at the top level of the config alone. Every site
-of the plan must then fire once per module that holds its weight; a site that does not is a
-failed check naming it (the switch did not reach it: a sub-config, a layer built without a
-config, a class with no `__init__`). The flip on one built model (runner.set_switch) proves
-outputs unchanged; this proves the switch reaches every site."""
+of the plan must then fire on every module that holds its weight (how often is `fires`' check,
+verify/runs.py); a site that does not is a failed check naming it (the switch did not reach it:
+a sub-config, a layer built without a config, a class with no `__init__`). The flip on one
+built model (runner.set_switch) proves outputs unchanged; this proves the switch reaches every
+site."""
 
 from __future__ import annotations
 
@@ -52,13 +53,14 @@ def route_check(route: str, build: Callable[[], tuple], plan: Plan, rec) -> Chec
         run = failed_run(exc, plan)
         return Check(f"switch by {route}", False, run.detail, run.site)
     exp = expected_weights(model, plan)
-    seen: dict[str, int] = {}
-    for c in rec.calls:
-        got = exp.by_tensor.get(id(c.weight))
-        if got is not None:
-            seen[got[0]] = seen.get(got[0], 0) + 1
-    silent = [f"{sid} (0 of {n})" if not seen.get(sid) else f"{sid} ({seen[sid]} of {n})"
-              for sid, n in exp.per_site.items() if seen.get(sid, 0) < n]
+    fired = {id(c.weight) for c in rec.calls}
+    held: dict[str, int] = {sid: 0 for sid in exp.per_site}   # per site: weights held
+    seen: dict[str, int] = {}     # per site: those prefetched at all
+    for tid, (sid, _) in exp.by_tensor.items():
+        held[sid] += 1
+        seen[sid] = seen.get(sid, 0) + (tid in fired)
+    silent = [f"{sid} ({seen.get(sid, 0)} of {n})" for sid, n in held.items()
+              if seen.get(sid, 0) < n]
     rec.calls.clear()
     if silent:
         return Check(f"switch by {route}", False,

@@ -25,6 +25,7 @@ from .capture import capture_checks
 from .checks import (Check, call_with, failed_run, capture_inputs, check_calls, expected_weights, graph_order,
                      outputs_equal, pick_layer)
 from .routes import env_switch, route_checks
+from .runs import counting
 
 NPU_PREFETCH_OP = PREFETCH_OPS[1]          # npu::npu_prefetch, what the profiler names it
 INSTALL_HINT = "install the optional extra: pip install 'cannbot-prefetch[torch]'"
@@ -148,9 +149,11 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
                             "no npu_prefetch call" if not rec.calls else
                             f"{len(rec.calls)} call(s) with the switch off"))
         rec.calls.clear()
+        exp = expected_weights(model, plan)
         set_switch(model, name, True)
         try:
-            on = call_with(model, inputs)
+            with counting(model, exp.all_holders(), rec.calls) as exp.runs:
+                on = call_with(model, inputs)
         except Exception as exc:  # noqa: BLE001 - a site that fails at run time is the finding
             checks.append(failed_run(exc, plan))
             return checks, stub
@@ -158,7 +161,6 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
             set_switch(model, name, False)
         same, detail = outputs_equal(off, on)
         checks.append(Check("outputs off == on", same, detail))
-        exp = expected_weights(model, plan)
         checks += check_calls(plan, exp, rec.calls)
         if graph:
             rec.calls.clear()
