@@ -131,6 +131,10 @@ RELEASED_KEYS = {
     # calls it `moe_intermediate_size`; vLLM's own configs/mistral.py maps the two names to each
     # other) and `config.route_norm` as FusedMoE's `renormalize`
     "hy_v3": {"expert_hidden_dim": TINY["moe_intermediate_size"], "route_norm": True},
+    # stepfun-ai/step3's config.json gives its MoE layers as comma-separated text, which
+    # step3_text.py splits (`moe_layers_enum.strip().split(",")`); vLLM's own Step3TextConfig
+    # declares a tuple default instead. Tiny: layer 1 of the 2 is MoE, layer 0 dense
+    "step3_text": {"moe_layers_enum": "1"},
     # transformers' AfmoeTokenChoiceRouter (models/afmoe/modeling_afmoe.py): sigmoid scores,
     # top-k renormalised, "matching the released checkpoints"; AfmoeConfig has neither key
     "afmoe": {"score_func": "sigmoid", "route_norm": True},
@@ -519,7 +523,9 @@ def family_config(src: Path) -> dict:
                   if (c if isinstance(c, str) else c[0]) in names), None)
     own = _vllm_config_class(src, mtype or src.stem)
     if own is not None:
-        return _released(src, _listed(own, {}, tree))
+        # its parameters stored under a standard key (moondream3's `dim` as `hidden_size`) as
+        # tiny as TINY's, as for a file that imports the class (`_vllm_config_keys`)
+        return _released(src, _listed({**own, **_vllm_config_keys(src, tree)}, {}, tree))
     if mtype is None:
         # a family transformers maps to another model class (sarvam.py's SarvamMLAForCausalLM;
         # transformers' sarvam_mla runs DeepseekV3ForCausalLM): the model type whose config
@@ -1048,7 +1054,29 @@ def build():
     more = [p for p in list(inspect.signature(model.forward).parameters.values())[2:]
             if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
     _fill_unset(model)
+    _step_context(model, vllm_config)
     return model, (torch.tensor([7, 11]), torch.tensor([5, 9]), *[None] * len(more))
+
+
+def _step_context(model, vllm_config):
+    """vLLM's runner runs each step inside `set_forward_context(..., vllm_config)`; a model that
+    registered layers by prefix in its config while built (zaya's `static_forward_context`)
+    finds them there at run time. Hooks on the top module enter and leave that context around
+    each call (only for such a model: nothing else reads it)."""
+    if not vllm_config.compilation_config.static_forward_context:
+        return
+    from vllm.forward_context import set_forward_context
+    open_ = []
+
+    def enter(_m, _a):
+        ctx = set_forward_context(None, vllm_config)
+        ctx.__enter__()
+        open_.append(ctx)
+
+    def leave(_m, _a, _o):
+        open_.pop().__exit__(None, None, None)
+    model.register_forward_pre_hook(enter)
+    model.register_forward_hook(leave)
 
 
 def _fill_unset(model):
@@ -1094,6 +1122,14 @@ def _config(data, own=""):
     if getattr(cfg, "rope_theta", None) is not None and \
             not getattr(cfg, "rope_parameters", None):
         cfg.standardize_rope_params()
+    for k, v in data.items():
+        # a key of the config.json a class did not keep (transformers 5 folds `rope_theta`
+        # into `rope_parameters`) stays readable, as a released config's key is for vLLM's file
+        if not hasattr(cfg, k):
+            try:
+                setattr(cfg, k, v)
+            except Exception:
+                pass
     return cfg
 '''
 
