@@ -1032,10 +1032,13 @@ def build():
 
         text = next((getattr(cfg, k) for k in {subs!r} if getattr(cfg, k, None) is not None),
                     None)
-        if text is not None and not issubclass(mod.{cls}, SupportsMultiModal):
+        if isinstance(text, PretrainedConfig) and not issubclass(mod.{cls}, SupportsMultiModal):
             # a text-only *ForCausalLM is built from the text sub-config, as vLLM builds it
-            # (mllama4's init_vllm_registered_model(hf_config=config.text_config): llama4)
-            cfg = text if isinstance(text, PretrainedConfig) else PretrainedConfig(**text)
+            # (mllama4's init_vllm_registered_model(hf_config=config.text_config): llama4); a
+            # sub-config left a dict (the family's class refused the keys: ernie45_vl_moe's flat
+            # released config, `moe_num_experts` a list per modality) stays beside the flat keys
+            # the file reads
+            cfg = text
         torch.manual_seed(0)
         vllm_config = VllmConfig(ModelConfig(cfg))
         drafts = [inspect.getsource(inspect.getmodule(c)) for c in mod.{cls}.__mro__
