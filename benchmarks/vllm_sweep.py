@@ -525,6 +525,10 @@ def family_config(src: Path) -> dict:
     if own is not None:
         # its parameters stored under a standard key (moondream3's `dim` as `hidden_size`) as
         # tiny as TINY's, as for a file that imports the class (`_vllm_config_keys`)
+        keys = {**TINY, **_vllm_config_keys(src, tree)}
+        for sub in TEXT_SUBCONFIGS:      # its text sub-config the same (moondream3's text_config)
+            if isinstance(own.get(sub), dict):
+                own[sub] = {**own[sub], **{k: v for k, v in keys.items() if k in own[sub]}}
         return _released(src, _listed({**own, **_vllm_config_keys(src, tree)}, {}, tree))
     if mtype is None:
         # a family transformers maps to another model class (sarvam.py's SarvamMLAForCausalLM;

@@ -132,7 +132,8 @@ def test_negative_a_made_up_citation_and_path_are_caught():
 FLAG = re.compile(r"(?<![\w\-])(--[a-z][a-z0-9\-]*)")
 # git's own flags (rewrite/files.py `_git_dirty`: status asked without project-configured commands)
 FOREIGN_FLAGS = {"--porcelain", "--no-optional-locks", "--ignore-submodules", "--list",
-                 "--name-only"}
+                 "--name-only",
+                 "--additional-config"}   # `vllm serve`'s, named by the design's switch route
 
 
 def _output_texts() -> list[tuple[str, str]]:
