@@ -370,3 +370,21 @@ def test_hardware_show_lists_a_peak_left_out_with_its_reason(tmp_path, monkeypat
     assert res.exit_code == 0, res.output
     line = next(ln for ln in res.stdout.splitlines() if "peaks_tflops.bf16" in ln)
     assert "not written" in line
+
+
+def test_a_part_named_like_its_file_is_read_alone(monkeypatch):
+    """`--hardware 910B3` reads configs/hardware/910B3.yaml only (no user profiles to replace
+    it: the autouse fixture points the user folder at an empty path); an alias no file is named
+    after still scans every profile and finds its part."""
+    from cannbot_prefetch.hardware import profiles
+
+    read = []
+    real = profiles._read_yaml
+    monkeypatch.setattr(profiles, "_read_yaml", lambda p: read.append(p.name) or real(p))
+    assert hardware.load("910b3").name == "910B3" and read == ["910B3.yaml"]
+    read.clear()
+    shipped = len(list((profiles.configs_dir() / "hardware").glob("*.yaml")))
+    alias = next(a for p in hardware.available() for a in p.aliases
+                 if not (profiles.configs_dir() / "hardware" / f"{a}.yaml").exists())
+    read.clear()
+    assert hardware.load(alias).matches(alias) and len(read) == shipped

@@ -125,6 +125,9 @@ def load(name: str, *, policy: Policy | None = None) -> HardwareProfile:
             raise InputError("hardware profile file not found", path=str(path),
                              hint="give a part name (`cannbot prefetch hardware list`) or a YAML file")
         return from_dict(_read_yaml(path), str(path), policy=policy)
+    named = _by_file_name(name, policy)
+    if named is not None:
+        return named
     profiles = available(policy=policy)
     for prof in profiles:
         if prof.matches(name):
@@ -132,6 +135,23 @@ def load(name: str, *, policy: Policy | None = None) -> HardwareProfile:
     hint = "run `cannbot prefetch hardware calibrate` first" if norm_name(name) == "cpu" else \
         "see `cannbot prefetch hardware list`"
     raise InputError(f"unknown hardware {name!r}; known: {', '.join(known_names(profiles))}", hint=hint)
+
+
+def _by_file_name(name: str, policy: Policy | None) -> HardwareProfile | None:
+    """The shipped profile whose file is named after the part (`910B3` -> 910B3.yaml), read
+    alone instead of every profile, when no user profile could replace it (the user folder
+    holds none; a user profile replaces a shipped one by its `name` field, which only reading
+    it tells). None when no file has that name or its profile does not answer to it."""
+    user = user_dir()
+    if user.is_dir() and any(user.glob("*.yaml")):
+        return None
+    want = norm_name(name)
+    folder = configs_dir() / "hardware"
+    path = next((p for p in sorted(folder.glob("*.yaml")) if norm_name(p.stem) == want), None)
+    if path is None:
+        return None
+    prof = from_dict(_read_yaml(path), str(path), policy=policy)
+    return prof if prof.matches(name) else None
 
 
 def _match_soc(soc: str, profiles: list[HardwareProfile]) -> HardwareProfile | None:
