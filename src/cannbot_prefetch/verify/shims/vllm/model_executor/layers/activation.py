@@ -77,8 +77,7 @@ class _Registry(dict):
         return _Act(super().__getitem__(str(name).lower()))
 
 
-_ACTIVATION_REGISTRY = _Registry({**_ACTS, "gelu_fast": _ACTS["gelu_new"],
-                                  "relu2": lambda x: nn.functional.relu(x) ** 2,
+_ACTIVATION_REGISTRY = _Registry({**_ACTS, "gelu_fast": _ACTS["gelu_new"],     # relu2: _ACTS'
                                   "tanh": torch.tanh, "sigmoid": torch.sigmoid})
 
 

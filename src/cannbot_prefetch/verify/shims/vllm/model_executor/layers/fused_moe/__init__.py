@@ -123,8 +123,7 @@ def fused_topk(hidden_states, gating_output, topk, renormalize, indices_type=Non
 def _moe_act(name, x):
     name = getattr(name, "value", name) or "silu"
     if str(name).endswith("_no_mul"):
-        return {"silu": torch.nn.functional.silu, "relu2": lambda y: torch.relu(y) ** 2}.get(
-            str(name)[:-7], lambda y: torch.nn.functional.gelu(y))(x)
+        return _NO_MUL.get(str(name), nn.functional.gelu)(x)     # the non-gated table above
     d = x.shape[-1] // 2
     act = {"gelu": torch.nn.functional.gelu,
            "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
