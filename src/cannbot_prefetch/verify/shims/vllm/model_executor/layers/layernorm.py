@@ -9,6 +9,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.eps = eps
 
+    @property
+    def variance_epsilon(self):
+        """vLLM's name for the epsilon (k2_horizon's grouped norm reads it)."""
+        return self.eps
+
     def _norm(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
