@@ -132,4 +132,7 @@ def test_qkv_head_counts_compile_mark_and_norm_epsilon():
 
         assert Plain().do_not_compile is True and WithArgs().do_not_compile is True
         ln = _fresh("vllm.model_executor.layers.layernorm")
-        assert ln.RMSNorm(4, eps=1e-5).variance_epsilon == 1e-5
+        norm = ln.RMSNorm(4, eps=1e-5)
+        assert norm.variance_epsilon == 1e-5
+        norm.variance_epsilon = 0.5                    # set under vLLM's name: the same value
+        assert norm.eps == 0.5
