@@ -162,6 +162,40 @@ RELEASED_KEYS = {
                    "window_sizes": [[0, 0]] * TINY["num_hidden_layers"],
                    "per_layer_config": {str(i): {"head_dim": TINY["head_dim"]}
                                         for i in range(TINY["num_hidden_layers"])}},
+    # step3p5.py asserts a router bias and float32 router logits, and reads the top-k
+    # renormalisation flag; transformers' class for the model type (Step3p7TextConfig) stores
+    # none of the three because its router (Step3p7TopKRouter, models/step3p7/
+    # modeling_step3p7.py) always has them: a score-correction bias, sigmoid scores in float32,
+    # the top-k weights renormalised. (vLLM's own step5.py config declares the first two False:
+    # another family's defaults, so they are set here)
+    "step3p5": {"use_moe_router_bias": True, "need_fp32_gate": True,
+                "norm_expert_weight": True},
+    # nemotron_parse3_5.py refuses any other value of its three switches (a causal visual
+    # prefix, no cross-attention, packed images: "Parse 3.5 requires ..."); its RADIO encoder
+    # config (remote code) is read for `args` (vLLM's RadioConfig parameters, `args["model"]`
+    # naming the ViT in RadioConfig's table) and `patch_size`. The ViT is the huge one with
+    # 16-pixel patches: the file's neck defaults to its width (vision_spatial_dim 1280, a
+    # 3 x 1280 summary) and Nemotron-Parse-1.1's 885M parameters less its 256M decoder
+    # (arXiv 2511.20478) are ViT-H's ~630M. The encoder is a tower, built on the meta device
+    # and never run by a text step; `model_type` marks it a sub-config (`_config` types it).
+    # The image size is a (height, width) pair (`tuple(config.image_size)`): vLLM's
+    # RadioConfig's default side, 224, for both
+    "nemotron_parse3_5": {"navit_packing": True, "image_size": [224, 224],
+                          "decoder": {"causal_vision_prefix": True,
+                                      "add_cross_attention": False},
+                          "encoder": {"model_type": "", "patch_size": 16,
+                                      "args": {"model": "vit_huge_patch16_224"}}},
+    # IFM/K2-Horizon-MoVA-36B-A4B config.json (remote code; neither transformers nor vLLM has
+    # its class; the file as quoted whole by hipfire's K2-Horizon config parser test): MoVA
+    # attention on the MoE layers, 64 value experts 4 per token (tiny: TINY's 8 and 2), a
+    # softplus output gate, RMS norms in 2 groups (256 splits in 2), full rotary (rope_head_dim
+    # 128 = head_dim: TINY's 32), no q/k norm, a router bias, sigmoid scores scaled by 2.5
+    "k2_horizon": {"mova_num_experts": TINY["num_experts"],
+                   "mova_num_experts_per_tok": TINY["num_experts_per_tok"],
+                   "attention_gate_func": "softplus", "layernorm_num_groups": 2,
+                   "rope_head_dim": TINY["head_dim"], "query_key_norm": False,
+                   "moe_gate_bias": True, "router_score_func": "sigmoid",
+                   "router_scaling_factor": 2.5},
 }
 # keys the files of families transformers does not know (remote-code configs) read unguarded
 # (`config.X`), which neither TINY nor vLLM's own config classes supply: one value per key, for
@@ -553,12 +587,18 @@ def family_config(src: Path) -> dict:
     except Exception:
         default = {}
     layers = _mixer_layers(default)
+    layers.update(_block_kinds(default, layers.get("num_hidden_layers",
+                                                   TINY["num_hidden_layers"])))
+    if layers.get("num_hidden_layers", TINY["num_hidden_layers"]) > TINY["num_hidden_layers"] \
+            and "layer_types" not in layers and "layers_block_type" not in layers:
+        # more block kinds than TINY's layers: TINY's attention pattern grows with them
+        layers["layer_types"] = [TINY["layer_types"][0]] * layers["num_hidden_layers"]
     # TINY's sizes override the class's; its names (hidden_act: "silu") yield to the class's
     # default, the kind a user's config has (apertus: "xielu", the only activation it accepts)
     tiny = {k: v for k, v in TINY.items() if not (isinstance(v, str) and
                                                    isinstance(default.get(k), str))}
     tiny.update(layers)
-    if any(k != "layer_types" for k in layers if k != "num_hidden_layers"):
+    if "layers_block_type" in layers:
         # the pattern under the class's own key only (zamba2, nemotron_h: layers_block_type,
         # from which the class derives its hybrid layer ids; "mlp", one of nemotron_h's kinds,
         # is not a kind a plain config's layer_types accepts)
@@ -626,6 +666,29 @@ def _mixer_layers(default: dict) -> dict:
                 return {key: kinds, "num_hidden_layers": n}
             return {}
     return {}
+
+
+def _block_kinds(default: dict, n: int) -> dict:
+    """The class's per-layer block kinds other than the attention / mixer pattern
+    (`mlp_layer_types`: step3p5's ["dense"] * 3 + ["sparse"] * 42, derived from the layer count
+    when not given, so 2 tiny layers would build no MoE block), tiny: one layer of each kind in
+    the order they first appear, repeated to `n` layers (more when there are more kinds), as
+    `_mixer_layers` does for the mixers. A list is per-layer when it is as long as the
+    default's `num_hidden_layers`; one kind only is left to the class."""
+    layers = default.get("num_hidden_layers")
+    out: dict = {}
+    for key, v in default.items():
+        if key in ("layer_types", "layers_block_type") or not isinstance(v, list) or \
+                not isinstance(layers, int) or len(v) != layers or \
+                not all(isinstance(x, str) for x in v):
+            continue
+        kinds = list(dict.fromkeys(v))
+        if len(kinds) > 1:
+            out[key] = kinds
+    if not out:
+        return {}
+    n = max([n, *map(len, out.values())])
+    return {**{k: (v * n)[:n] for k, v in out.items()}, "num_hidden_layers": n}
 
 
 def _properties(cfg, tree: ast.Module, stored: dict) -> dict:
@@ -1129,6 +1192,12 @@ def _config(data, own=""):
     if getattr(cfg, "rope_theta", None) is not None and \
             not getattr(cfg, "rope_parameters", None):
         cfg.standardize_rope_params()
+    for k, v in data.items():
+        if isinstance(v, dict) and "model_type" in v and isinstance(getattr(cfg, k, None), dict):
+            # a sub-config the class left a dict (a plain config: nemotron_parse3_5's
+            # `decoder`, a BartConfig's keys, and `encoder`): an object of its model type's
+            # class, as transformers builds the sub-configs it declares, else a plain config
+            setattr(cfg, k, _config(dict(v)))
     for k, v in data.items():
         # a key of the config.json a class did not keep (transformers 5 folds `rope_theta`
         # into `rope_parameters`) stays readable, as a released config's key is for vLLM's file

@@ -70,3 +70,48 @@ def test_a_property_the_file_reads_is_stored(sweep, tmp_path):
     # one layer of each kind in that order
     assert cfg["layers_block_type"] == ["mamba", "attention"]
     assert cfg["num_hidden_layers"] == 2
+
+
+def test_block_kinds_one_of_each_in_order_of_first_appearance(sweep):
+    # Step3p7TextConfig's default (model type step3p5): 3 dense then 42 sparse MLP blocks
+    default = {"num_hidden_layers": 45, "mlp_layer_types": ["dense"] * 3 + ["sparse"] * 42,
+               "layer_types": ["full_attention"] * 45}
+    assert sweep._block_kinds(default, 2) == {"mlp_layer_types": ["dense", "sparse"],
+                                              "num_hidden_layers": 2}
+    # three kinds need three layers; the attention pattern is `_mixer_layers`' / TINY's
+    assert sweep._block_kinds({"num_hidden_layers": 4, "mlp_layer_types":
+                               ["dense", "hash_moe", "moe", "moe"]}, 2) == {
+        "mlp_layer_types": ["dense", "hash_moe", "moe"], "num_hidden_layers": 3}
+    # one kind, or a list that is not one per layer (a backbone's stage names): left alone
+    assert sweep._block_kinds({"num_hidden_layers": 4, "mlp_layer_types": ["sparse"] * 4}, 2) \
+        == {}
+    assert sweep._block_kinds({"num_hidden_layers": 12, "stage_names": ["stem", "s1"]}, 2) == {}
+
+
+def test_step3p5s_tiny_config_builds_a_moe_block(sweep, tmp_path):
+    """Built with 2 layers, Step3p7TextConfig derives its MLP kinds from the layer count (MoE
+    from layer 3 on): none of the 2 would be MoE, and vLLM's file asserts one is. (transformers
+    maps no causal-LM class to the type: the file's stem names it, as vLLM's step3p5.py's)"""
+    f = _model(tmp_path, "Step3p5ForCausalLM", "config.mlp_layer_types")
+    cfg = sweep.family_config(f.rename(f.with_name("step3p5.py")))
+    assert cfg["mlp_layer_types"] == ["dense", "sparse"]
+    assert cfg["num_hidden_layers"] == 2 and cfg["layer_types"] == ["full_attention"] * 2
+
+
+def test_the_factory_types_a_sub_config_left_a_dict(sweep):
+    """A plain config keeps a nested dict as a dict; the factory makes one that names its model
+    type an object of that type's class (BartConfig for "bart"), or a plain config."""
+    src = sweep.FACTORY.format(cls="X", stem="x", config="c.json", own="", here="h", models="m",
+                               configs="c", subs=sweep.TEXT_SUBCONFIGS)
+    ns: dict = {}
+    exec(compile(src, "sweep_factory.py", "exec"), ns)      # defines build / _config only
+    from transformers import BartConfig, PretrainedConfig
+    cfg = ns["_config"]({"hidden_size": 256, "rope_parameters": {"rope_type": "default"},
+                         "decoder": {"model_type": "bart", "d_model": 64, "vocab_size": 96},
+                         "encoder": {"model_type": "", "patch_size": 16,
+                                     "args": {"model": "vit_huge_patch16_224"}}})
+    assert isinstance(cfg.decoder, BartConfig) and cfg.decoder.d_model == 64
+    assert cfg.decoder.vocab_size == 96
+    assert isinstance(cfg.encoder, PretrainedConfig) and cfg.encoder.patch_size == 16
+    assert cfg.encoder.args == {"model": "vit_huge_patch16_224"}
+    assert cfg.rope_parameters == {"rope_type": "default"}      # no model_type: stays a dict

@@ -118,8 +118,8 @@ def test_stand_ins_import_and_raise_naming_what_is_missing():
         ops = _fresh("vllm._custom_ops")
         idx = _fresh("vllm.model_executor.layers.sparse_attn_indexer")
         envs = _fresh("vllm.envs")
-        with pytest.raises(NotImplementedError, match="rms_norm"):
-            ops.rms_norm()
+        with pytest.raises(NotImplementedError, match="fused_add_rms_norm"):
+            ops.fused_add_rms_norm()
         with pytest.raises(NotImplementedError, match="SparseAttnIndexer"):
             idx.SparseAttnIndexer(1)
         assert envs.VLLM_DCP_Q_REPLICATE is False and not envs.is_set("VLLM_DCP_Q_REPLICATE")

@@ -9,6 +9,16 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(hidden_size))
         self.eps = eps
 
+    @property
+    def variance_epsilon(self):
+        """vLLM's name for the epsilon (k2_horizon's grouped norm reads it; a subclass may set
+        it): the one value `eps`."""
+        return self.eps
+
+    @variance_epsilon.setter
+    def variance_epsilon(self, value):
+        self.eps = value
+
     def _norm(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 

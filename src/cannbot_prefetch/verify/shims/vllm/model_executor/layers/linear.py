@@ -50,6 +50,11 @@ class QKVParallelLinear(ColumnParallelLinear):
         kv = total_num_kv_heads or total_num_heads
         v = v_head_size or head_size
         super().__init__(hidden_size, (total_num_heads + kv) * head_size + kv * v, bias, *a, **k)
+        # the head counts vLLM's layer exposes (nemotron_parse3_5 sizes its q / kv split from
+        # `qkv_proj.num_heads`): per rank, the totals at TP 1, each kv head held once
+        self.hidden_size, self.head_size, self.v_head_size = hidden_size, head_size, v
+        self.total_num_heads, self.total_num_kv_heads = total_num_heads, kv
+        self.num_heads, self.num_kv_heads, self.num_kv_head_replicas = total_num_heads, kv, 1
 
 
 class DCPGroupColumnParallelLinear(ColumnParallelLinear):
