@@ -211,6 +211,9 @@ TEXT_SUBCONFIGS = ("text_config", "language_config", "llm_config")
 # model files": what counts)
 TOWER_WORDS = ("vision", "visual", "audio", "patch", "merger", "vit", "clip", "siglip", "radio",
                "encoder", "projector")
+# how many levels of sibling imports a family's copy carries: the tool follows imports of
+# imports 3 levels deep (mapping/source.py load_model_source `follow_imports`)
+SIBLING_DEPTH = 3
 FOLDER_HINT = "give --model-src a folder that holds it"   # mapping/place.py's advice
 NOT_DECODER = "no decoder linear of its own (its decoder is another family's file)"
 # vLLM's own config classes (families transformers does not know: moondream3's
@@ -428,6 +431,24 @@ def _sibling(src: Path, node: ast.AST) -> Path | None:
         return None
     sib = src.parent / f"{stem}.py"
     return sib if "." not in stem and sib.is_file() else None
+
+
+def _siblings(src: Path, depth: int = SIBLING_DEPTH) -> list[Path]:
+    """The sibling model files `src` imports, and those they import, `depth` levels deep (a
+    user's vLLM checkout holds them all: qwen3_dflash2.py's decoder layer subclasses
+    qwen3_dflash.py's, whose MLP is `from .qwen2 import Qwen2MLP as Qwen3MLP`)."""
+    out: list[Path] = []
+    todo = [src]
+    for _ in range(depth):
+        nxt = []
+        for f in todo:
+            for n in ast.parse(f.read_text(encoding="utf-8")).body:
+                sib = _sibling(f, n)
+                if sib is not None and sib != src and sib not in out:
+                    out.append(sib)
+                    nxt.append(sib)
+        todo = nxt
+    return out
 
 
 def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
@@ -1246,10 +1267,8 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
         copy = d / Path(*MODELS_PKG.split(".")) / src.name
         copy.parent.mkdir(parents=True)
         shutil.copy(src, copy)
-        for n in ast.parse(src.read_text(encoding="utf-8")).body:   # sibling files it imports
-            sib = _sibling(src, n)
-            if sib is not None:
-                shutil.copy(sib, copy.parent)
+        for sib in _siblings(src):        # sibling files it imports, and theirs
+            shutil.copy(sib, copy.parent)
         with CONFIG_LOCK:       # transformers' lazy config mappings are not thread safe
             cfg = family_config(src)        # RELEASED_KEYS joined in by _released
         (d / "config.json").write_text(json.dumps(cfg, default=str))
