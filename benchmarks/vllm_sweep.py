@@ -158,6 +158,11 @@ RELEASED_KEYS = {
     # transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides, read
     # as `config.per_layer_config[i].head_dim`). Tiny stand-ins: every layer rope, no window,
     # TINY's head_dim
+    # alice_ai.py's AttnRes grouping (`get_attn_res_block_size`: a positive int, else it
+    # raises); neither transformers nor vLLM 0.34 has AliceAI's config class and no released
+    # config.json is at hand. Tiny stand-in 1: layer 1 of TINY's 2 closes a block, so both
+    # paths of `forward_attn_res` (finalising a block, continuing one) run
+    "alice_ai": {"block_attn_res_block_size": 1},
     "domyn_edge": {"position_layers": ["rope"] * TINY["num_hidden_layers"],
                    "window_sizes": [[0, 0]] * TINY["num_hidden_layers"],
                    "per_layer_config": {str(i): {"head_dim": TINY["head_dim"]}
