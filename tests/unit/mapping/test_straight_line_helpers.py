@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from vllm.config import VllmConfig
+from vllm.distributed import get_draft_width
 from vllm.model_executor.layers.linear import ReplicatedLinear
 
 
@@ -41,6 +42,11 @@ def _fc_input_size(vllm_config: VllmConfig) -> int:
 def _needs_a_key(vllm_config: VllmConfig) -> int:
     config = vllm_config.model_config.hf_config
     width = config.draft_width
+    return width * 2
+
+
+def _from_library(vllm_config: VllmConfig) -> int:
+    width = get_draft_width(vllm_config)
     return width * 2
 
 
@@ -76,6 +82,8 @@ class DraftModel(nn.Module):
                                    output_size=config.hidden_size, bias=False)
         self.keyed = ReplicatedLinear(input_size=_needs_a_key(vllm_config),
                                       output_size=config.hidden_size, bias=False)
+        self.library = ReplicatedLinear(input_size=_from_library(vllm_config),
+                                        output_size=config.hidden_size, bias=False)
         self.looped = ReplicatedLinear(input_size=_loops(vllm_config),
                                        output_size=config.hidden_size, bias=False)
         self.undecided = ReplicatedLinear(input_size=_undecided(vllm_config, config),
@@ -87,7 +95,7 @@ class DraftModel(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         h = self.fc(hidden_states)
-        return self.keyed(h) + self.looped(h) + self.undecided(h) + self.fell(h) + self.long(h)
+        return self.keyed(h) + self.library(h) + self.looped(h) + self.undecided(h) + self.fell(h) + self.long(h)
 '''
 FILLER = "    x = 1\n" * MAX_HELPER_STATEMENTS       # one over the bound with the assignment above
 
@@ -117,6 +125,12 @@ def test_a_key_the_config_lacks_is_named(tmp_path):
     lin = _lin(tmp_path)["keyed"]
     assert lin.dims is None and "draft_width" in lin.error
     assert _lin(tmp_path, draft_width=24)["keyed"].dims == (64, 48)     # 24 x 2
+
+
+def test_a_library_function_is_named_with_its_module(tmp_path):
+    lin = _lin(tmp_path)["library"]
+    assert lin.dims is None and "_from_library: width: get_draft_width() from " \
+        "vllm.distributed, whose code is not read" in lin.error
 
 
 def test_what_is_not_straight_line_or_not_decided_is_refused_by_name(tmp_path):

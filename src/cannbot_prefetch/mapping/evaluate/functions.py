@@ -170,7 +170,12 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
     """The value of `name(...)` called from `env` (whose code lies in `file`)."""
     helper = find_helper(env.ms, file, name)
     if helper is None:
-        raise Unsupported(name)
+        tree, _ = _parsed(env.ms, file)
+        origin = next((f"{'.' * n.level}{n.module or ''}" for n in (tree.body if tree else [])
+                       if isinstance(n, ast.ImportFrom)
+                       and any((a.asname or a.name) == name for a in n.names)), None)
+        # a function of a library (vLLM's own v1 worker, torch): its code is not read
+        raise Unsupported(f"{name}() from {origin}, whose code is not read" if origin else name)
     if helper.node is None:
         raise Unsupported(helper.why)
     depth = getattr(env, "helper_depth", 0) + 1
