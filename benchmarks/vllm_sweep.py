@@ -158,6 +158,11 @@ RELEASED_KEYS = {
     # transformers' heterogeneous configs (`per_layer_config`: layer index -> overrides, read
     # as `config.per_layer_config[i].head_dim`). Tiny stand-ins: every layer rope, no window,
     # TINY's head_dim
+    # alice_ai.py's AttnRes grouping (`get_attn_res_block_size`: a positive int, else it
+    # raises); neither transformers nor vLLM 0.34 has AliceAI's config class and no released
+    # config.json is at hand. Tiny stand-in 1: layer 1 of TINY's 2 closes a block, so both
+    # paths of `forward_attn_res` (finalising a block, continuing one) run
+    "alice_ai": {"block_attn_res_block_size": 1},
     "domyn_edge": {"position_layers": ["rope"] * TINY["num_hidden_layers"],
                    "window_sizes": [[0, 0]] * TINY["num_hidden_layers"],
                    "per_layer_config": {str(i): {"head_dim": TINY["head_dim"]}
@@ -245,6 +250,9 @@ TEXT_SUBCONFIGS = ("text_config", "language_config", "llm_config")
 # model files": what counts)
 TOWER_WORDS = ("vision", "visual", "audio", "patch", "merger", "vit", "clip", "siglip", "radio",
                "encoder", "projector")
+# how many levels of sibling imports a family's copy carries: the tool follows imports of
+# imports 3 levels deep (mapping/source.py load_model_source `follow_imports`)
+SIBLING_DEPTH = 3
 FOLDER_HINT = "give --model-src a folder that holds it"   # mapping/place.py's advice
 NOT_DECODER = "no decoder linear of its own (its decoder is another family's file)"
 # vLLM's own config classes (families transformers does not know: moondream3's
@@ -462,6 +470,24 @@ def _sibling(src: Path, node: ast.AST) -> Path | None:
         return None
     sib = src.parent / f"{stem}.py"
     return sib if "." not in stem and sib.is_file() else None
+
+
+def _siblings(src: Path, depth: int = SIBLING_DEPTH) -> list[Path]:
+    """The sibling model files `src` imports, and those they import, `depth` levels deep (a
+    user's vLLM checkout holds them all: qwen3_dflash2.py's decoder layer subclasses
+    qwen3_dflash.py's, whose MLP is `from .qwen2 import Qwen2MLP as Qwen3MLP`)."""
+    out: list[Path] = []
+    todo = [src]
+    for _ in range(depth):
+        nxt = []
+        for f in todo:
+            for n in ast.parse(f.read_text(encoding="utf-8")).body:
+                sib = _sibling(f, n)
+                if sib is not None and sib != src and sib not in out:
+                    out.append(sib)
+                    nxt.append(sib)
+        todo = nxt
+    return out
 
 
 def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
@@ -1315,10 +1341,8 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
         copy = d / Path(*MODELS_PKG.split(".")) / src.name
         copy.parent.mkdir(parents=True)
         shutil.copy(src, copy)
-        for n in ast.parse(src.read_text(encoding="utf-8")).body:   # sibling files it imports
-            sib = _sibling(src, n)
-            if sib is not None:
-                shutil.copy(sib, copy.parent)
+        for sib in _siblings(src):        # sibling files it imports, and theirs
+            shutil.copy(sib, copy.parent)
         with CONFIG_LOCK:       # transformers' lazy config mappings are not thread safe
             cfg = family_config(src)        # RELEASED_KEYS joined in by _released
         (d / "config.json").write_text(json.dumps(cfg, default=str))

@@ -56,18 +56,25 @@ def _stmt_calls(s: Stmt) -> list[cst.Call]:
 
 def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
     """(loop variable, iterated expression) of `for x in it` / `for i, x in enumerate(it)`, and
-    of the module list among `zip(...)`'s arguments (`for kind, layer in zip(self.config.
+    of `islice(it, ...)` (within either), of the module list among `zip(...)`'s arguments (`for kind, layer in zip(self.config.
     layer_types, self.layers)`, ergo): the variable at the list's position."""
     it, target = node.iter, node.target
     if isinstance(it, cst.Call) and code_of(it.func) == "enumerate" and it.args:
         it = it.args[0].value
         if isinstance(target, cst.Tuple) and len(target.elements) == 2:
             target = target.elements[1].value
-    elif isinstance(it, cst.Call) and code_of(it.func) == "zip" and isinstance(target, cst.Tuple):
+    if isinstance(it, cst.Call) and code_of(it.func) in _SLICES and it.args:
+        it = it.args[0].value        # `islice(self.layers, start, end)`: some of its elements
+    if isinstance(it, cst.Call) and code_of(it.func) == "zip" and isinstance(target, cst.Tuple):
         args = [a for a in it.args if a.keyword is None]      # `strict=True` is no iterable
         if len(args) == len(target.elements) and not any(a.star for a in args):
             return None, _ZipArgs((el.value, a.value) for el, a in zip(target.elements, args))
     return (target.value if isinstance(target, cst.Name) else None), it
+
+
+# iterators over some of a sequence's elements, in order (vLLM's decoder loops:
+# `for layer in islice(self.layers, self.start_layer, self.end_layer)`)
+_SLICES = ("islice", "itertools.islice")
 
 
 class _ZipArgs(list):

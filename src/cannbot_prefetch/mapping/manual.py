@@ -26,6 +26,7 @@ accept) raises `Unplaceable`, which the planner turns into a rejection with the 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..errors import InputError, SourceError
 from ..contract.plan import Insert, Join
@@ -84,7 +85,8 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
         child, decl, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
         if child is None:
             raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
-                              f"its base classes)", path=ms.file_of(owner))
+                              f"its base classes){_unread_class(ms, owner, p)}",
+                              path=ms.file_of(owner))
         # a module built as one of several classes (`self.mlp = MiniCPMMLP(...)` / `=
         # MiniCPMMoE(...)` in branches): the one that holds the rest of the path
         rest = ".".join(parts[k + 1:])
@@ -101,6 +103,30 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
                           f"(linear-like attributes: {', '.join(known) or 'none'})",
                           path=ms.file_of(owner))
     return cls, lin
+
+
+def _unread_class(ms: ModelSource, owner: str, attr: str) -> str:
+    """Why `self.<attr>` is no known submodule when `owner` (or a base) does build it: the class
+    it is built as was not read (`self.mlp = Qwen3MLP(...)`, imported `from .qwen2` in a file whose
+    sibling is not there); "" when no such assignment exists."""
+    from .evaluate.syntax import assign_value, callee_name
+    from .init_body import init_statements
+    from .structure import module_calls
+
+    for c in bases_chain(ms, owner):
+        for st in init_statements(ms, c):
+            got = assign_value(st)
+            if got is None or got[0] != attr:
+                continue
+            for call, _ in module_calls(got[1]):
+                name = callee_name(call)
+                if name in ms.classes:
+                    continue
+                alias = ms.files[ms.file_of(c)].aliases.get(name)
+                where = f" (imported from {alias.source} in {Path(ms.file_of(c)).name}: that " \
+                    f"file was not found)" if alias is not None else ""
+                return f": {c} builds it as {name}, a class no file read defines{where}"
+    return ""
 
 
 def parse_target(text: str, ms: ModelSource, roots: list[str],

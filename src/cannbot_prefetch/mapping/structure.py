@@ -25,7 +25,7 @@ def wanted_names(ms: "ModelSource") -> set[str]:
         out |= {b.split(".")[-1] for b in info.bases}
         init = info.methods.get("__init__")
         for st in init.stmts if init else []:
-            av = assign_value(st)
+            av = assign_value(st) or _layer_stack(ms, init, st)
             if av is not None:
                 out |= {callee_name(c) for c, _ in module_calls(av[1])}
     return out - set(ms.classes)
@@ -46,10 +46,13 @@ def scan_structure(ms: ModelSource) -> None:
         class_params = class_defaults(init)
         for s in body:
             appended = _list_append(s)
-            av = assign_value(s) or appended
+            stack = _layer_stack(ms, init, s)
+            av = assign_value(s) or appended or stack
             if av is None:
                 continue
             attr, value = av
+            if stack is not None:      # the factory's return value is one element of the list
+                appended = stack
             d = dotted(value) or ""
             if d.startswith("self.") and d.count(".") == 1 and ms.method(cname, d[5:]):
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
@@ -66,6 +69,40 @@ def scan_structure(ms: ModelSource) -> None:
                         ms.list_children.add((cname, attr))
                     ms.ctor_args.setdefault(child, (list(call.args), cname))
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
+
+
+def _layer_stack(ms: ModelSource, init, s) -> tuple[str, cst.BaseExpression] | None:
+    """`self.start, self.end, self.layers = make_layers(n, layer_fn, prefix)` (a layer-list
+    call of configs/serving_layers.yaml `layer_list_calls`, its result's last element assigned
+    to `self.X`) -> (X, what the factory returns): a lambda's body, or the `return` value of a
+    function of that name defined in `__init__` (vLLM's `def get_layer(prefix): return
+    Layer(...)`). None for any other statement."""
+    node = s.node
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1
+            and isinstance(node.body[0], cst.Assign) and len(node.body[0].targets) == 1):
+        return None
+    target, value = node.body[0].targets[0].target, node.body[0].value
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[-1].value
+    d = dotted(target) if isinstance(target, cst.Attribute) else None
+    if not (d and d.startswith("self.") and d.count(".") == 1 and isinstance(value, cst.Call)):
+        return None
+    spec = (ms.serving.layer_list_calls or {}).get(callee_name(value))
+    if spec is None:
+        return None
+    pos = [a for a in value.args if a.keyword is None and not a.star]
+    factory = next((a.value for a in value.args if a.keyword and a.keyword.value == spec[0]),
+                   pos[spec[1]].value if len(pos) > spec[1] else None)
+    if isinstance(factory, cst.Lambda):
+        return d[5:], factory.body
+    if isinstance(factory, cst.Name) and init.node is not None:
+        for fn in _walk(init.node.body):
+            if isinstance(fn, cst.FunctionDef) and fn.name.value == factory.value:
+                rets = [r.value for r in _walk(fn.body)
+                        if isinstance(r, cst.Return) and r.value is not None]
+                if len(rets) == 1:
+                    return d[5:], rets[0]
+    return None
 
 
 def class_defaults(init) -> dict[str, list[str]]:

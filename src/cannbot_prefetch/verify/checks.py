@@ -310,6 +310,29 @@ def pick_layer(model, plan: Plan):
     return name, mod
 
 
+def layers_to_capture(model, plan: Plan):
+    """(name, module) to capture for the graph-order check, best first: `pick_layer`'s, then
+    the outermost module of each class that receives a prefetch, within it first. A layer the
+    model runs through another method (vLLM's alice_ai: `layer.forward_attn_res(...)`, never
+    `layer(...)`) is never called, so no input is captured for it; a module inside it that is
+    called (its MLP block) is captured instead, and the sites outside that module are said
+    unchecked."""
+    first = pick_layer(model, plan)
+    if first[1] is None:
+        return []
+    out = [first]
+    classes = {s.insert.cls for s in plan.sites}
+    found = sorted(((not (n == first[0] or n.startswith(first[0] + ".")), n.count("."), k, n, m)
+                    for k, (n, m) in enumerate(model.named_modules())
+                    if type(m).__name__ in classes and m is not first[1]))
+    seen = {type(first[1]).__name__}
+    for *_, n, m in found:
+        if type(m).__name__ not in seen:
+            seen.add(type(m).__name__)
+            out.append((n, m))
+    return out
+
+
 def capture_inputs(layer, run):
     """Run the model once and keep the (args, kwargs) of the layer's first call, copied as they
     were before the call: a KV cache among them is grown by the call itself, and replaying the

@@ -23,7 +23,7 @@ from ..plan import Plan, call_form, load_plan
 from ..rewrite.helper import PREFETCH_OPS
 from .capture import capture_checks
 from .checks import (Check, call_with, failed_run, capture_inputs, check_calls, expected_weights, graph_order,
-                     outputs_equal, pick_layer)
+                     layers_to_capture, outputs_equal)
 from .routes import env_switch, route_checks
 from .runs import counting
 
@@ -166,8 +166,11 @@ def verify_model(model, inputs, plan: Plan, *, graph: bool = True,
             rec.calls.clear()
             set_switch(model, name, True)
             try:
-                layer_name, layer = pick_layer(model, plan)
-                call = capture_inputs(layer, lambda: call_with(model, inputs)) if layer is not None else None
+                layer_name, layer, call = None, None, None
+                for layer_name, layer in layers_to_capture(model, plan):
+                    call = capture_inputs(layer, lambda: call_with(model, inputs))
+                    if call is not None:      # a module the model calls (not another method)
+                        break
                 if call is None:
                     checks.append(Check("graph order", False, "no module of the planned classes ran"))
                 else:

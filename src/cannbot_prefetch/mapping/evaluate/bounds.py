@@ -29,6 +29,10 @@ MAX_EXP_BITS = 64
 # how deep plain helper functions may call helpers (functions.py): transformers' shapes use one
 # level (xlstm's round_up_to_next_multiple_of); a deeper chain or a recursion is not evaluable
 MAX_HELPER_DEPTH = 4
+# how many statements one helper call may run (functions.py): a helper's body is straight-line
+# code (no loops), so this bounds its size; vLLM 0.34's longest shape helper runs 7
+# (qwen3_dflash.py `_get_dflash_fc_input_size`), transformers' run one
+MAX_HELPER_STATEMENTS = 64
 # what an evaluation may raise on odd source: the attribute is then "not evaluable"
 EVAL_ERRORS = (Unsupported, TypeError, ArithmeticError, ValueError, AttributeError, KeyError,
                IndexError, RecursionError)

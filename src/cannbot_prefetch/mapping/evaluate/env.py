@@ -125,6 +125,9 @@ class Env:
             return self.local[n]
         if n in self.missing:
             raise MissingKey(self.missing[n])
+        failed = self.__dict__.get("failed")      # a helper's local it could not evaluate
+        if failed and n in failed:
+            raise Unsupported(f"{n}: {failed[n]}")
         if n in self.config_names:
             return _CONFIG
         if n in ("True", "False", "None"):

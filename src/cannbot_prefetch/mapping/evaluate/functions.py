@@ -1,9 +1,11 @@
-"""Plain helper functions a shape calls (xlstm's `round_up_to_next_multiple_of(x, m)`): found
-in the calling file at module level or directly in a module-level `if`/`try` branch, or in a
-sibling module of the same folder a `from .sibling import f` names; one whose body is (a
-docstring and) a single `return <expr>` is evaluated by the same evaluator with its arguments
-bound. Files are parsed (ast to find, libcst to evaluate), never imported or executed;
-anything else is refused with the function's name and why.
+"""Plain helper functions a shape calls (xlstm's `round_up_to_next_multiple_of(x, m)`, vLLM's
+`_get_dflash_fc_input_size(vllm_config)`): found in the calling file at module level or directly
+in a module-level `if`/`try` branch, or in a sibling module of the same folder a `from .sibling
+import f` names. Its body may be straight-line code: local assignments, `if`/`elif`/`else` on
+conditions the evaluator decides, `assert`, early `return`s, at most `MAX_HELPER_STATEMENTS`
+statements and no loop, so each runs at most once; each value goes through the same evaluator
+with the arguments bound. Files are parsed (ast to find, libcst to evaluate), never imported or
+executed; anything else is refused with the function's name and why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from .bounds import MAX_HELPER_DEPTH, Unsupported
+from ...pysource import code_of
+
+from .bounds import EVAL_ERRORS, MAX_HELPER_DEPTH, MAX_HELPER_STATEMENTS, MissingKey, Unsupported
 
 if TYPE_CHECKING:  # pragma: no cover
     from .env import Env
@@ -115,14 +119,45 @@ def _helper(name: str, file: str, fn: ast.stmt, lines: list[str]) -> Helper:
     body = list(node.body.body)
     if body and _is_docstring(body[0]):
         body = body[1:]
-    if not (len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine | cst.Return)):
-        return Helper(name, file, None,
-                      f"{name}: its body is not a single `return` ({len(body)} statements)")
-    small = body[0].body[0] if isinstance(body[0], cst.SimpleStatementLine) and \
-        len(body[0].body) == 1 else body[0]
-    if not (isinstance(small, cst.Return) and small.value is not None):
-        return Helper(name, file, None, f"{name}: its body is not a single `return <value>`")
+    why = _not_straight(body, [0])
+    if why:
+        return Helper(name, file, None, f"{name}: {why}")
     return Helper(name, file, node)
+
+
+def _not_straight(block, count: list[int]) -> str:
+    """Why a helper's statements are not straight-line code the evaluator may run ("" when they
+    are): only assignments to plain names, `if`/`elif`/`else`, `assert`, `pass` and `return`,
+    at most MAX_HELPER_STATEMENTS in all (`count` carries the running total)."""
+    for st in block:
+        count[0] += 1
+        if count[0] > MAX_HELPER_STATEMENTS:
+            return f"more than {MAX_HELPER_STATEMENTS} statements"
+        if isinstance(st, cst.If):
+            branch: cst.If | cst.Else | None = st
+            while branch is not None:
+                why = _not_straight(branch.body.body, count)
+                if why:
+                    return why
+                branch = branch.orelse if isinstance(branch, cst.If) else None
+            continue
+        if not isinstance(st, cst.SimpleStatementLine):
+            return f"a `{type(st).__name__.lower()}` statement (line-by-line code only)"
+        for small in st.body:
+            if isinstance(small, cst.Assign):
+                if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+                    return "an assignment to something other than one name"
+            elif isinstance(small, cst.AnnAssign):
+                if small.value is None or not isinstance(small.target, cst.Name):
+                    return "an annotation without a value"
+            elif isinstance(small, cst.Return):
+                if small.value is None:
+                    return "a bare `return`"
+            elif not isinstance(small, (cst.Assert, cst.Pass, cst.Expr)) or \
+                    (isinstance(small, cst.Expr) and not isinstance(
+                        small.value, cst.SimpleString | cst.ConcatenatedString)):
+                return f"a `{type(small).__name__.lower()}` statement"
+    return ""
 
 
 def _is_docstring(stmt) -> bool:
@@ -135,7 +170,12 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
     """The value of `name(...)` called from `env` (whose code lies in `file`)."""
     helper = find_helper(env.ms, file, name)
     if helper is None:
-        raise Unsupported(name)
+        tree, _ = _parsed(env.ms, file)
+        origin = next((f"{'.' * n.level}{n.module or ''}" for n in (tree.body if tree else [])
+                       if isinstance(n, ast.ImportFrom)
+                       and any((a.asname or a.name) == name for a in n.names)), None)
+        # a function of a library (vLLM's own v1 worker, torch): its code is not read
+        raise Unsupported(f"{name}() from {origin}, whose code is not read" if origin else name)
     if helper.node is None:
         raise Unsupported(helper.why)
     depth = getattr(env, "helper_depth", 0) + 1
@@ -170,13 +210,69 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
         if p.default is None:
             raise Unsupported(f"{name}: argument {pname!r} not passed")
         values[pname] = inner.eval(p.default)       # defaults: the defining module's scope
-    ret = fn.body.body[-1]
-    ret = ret.body[0] if isinstance(ret, cst.SimpleStatementLine) else ret
+    body = list(fn.body.body)
+    run = helper_env(env, helper.file, depth, values)
     try:
-        return helper_env(env, helper.file, depth, values).eval(ret.value)
+        found, value = _run(run, body[1:] if body and _is_docstring(body[0]) else body)
     except Unsupported as exc:      # named once, also through a recursion
         why = str(exc)
         raise Unsupported(why if why.startswith(f"{name}: ") else f"{name}: {why}") from None
+    if not found:
+        raise Unsupported(f"{name}: no `return` runs with this config")
+    return value
+
+
+def _run(env: Env, block) -> tuple[bool, Any]:
+    """Run a straight-line block (checked by `_not_straight`): (returned, value). A local whose
+    value is not evaluable is remembered with why (a config key it lacks stays a MissingKey), so
+    only a use of it fails; an `if` test must be decided, an `assert` that is decided false
+    means this config cannot build the model."""
+    for st in block:
+        if isinstance(st, cst.If):
+            branch: cst.If | cst.Else | None = st
+            while isinstance(branch, cst.If):
+                if _decided(env, branch.test, "if"):
+                    break
+                branch = branch.orelse
+            if branch is not None:
+                found, value = _run(env, branch.body.body)
+                if found:
+                    return True, value
+            continue
+        for small in st.body:
+            if isinstance(small, cst.Return):
+                return True, env.eval(small.value)
+            if isinstance(small, cst.Assert):
+                try:
+                    holds = _decided(env, small.test, "assert")
+                except (Unsupported, MissingKey):
+                    continue                 # an assert changes no value: unknown is fine
+                if not holds:
+                    raise Unsupported(f"`assert {code_of(small.test)}` fails with this config")
+                continue
+            if not isinstance(small, (cst.Assign, cst.AnnAssign)):
+                continue                     # pass, a docstring
+            target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
+            name = target.value
+            env.local.pop(name, None)
+            env.missing.pop(name, None)
+            env.failed.pop(name, None)
+            try:
+                env.local[name] = env.eval(small.value)
+            except MissingKey as exc:
+                env.missing[name] = exc.key
+            except EVAL_ERRORS as exc:
+                env.failed[name] = str(exc) or type(exc).__name__
+    return False, None
+
+
+def _decided(env: Env, test, what: str) -> bool:
+    from .env import _DECIDABLE
+
+    v = env.eval(test)
+    if not isinstance(v, _DECIDABLE):
+        raise Unsupported(f"`{what} {code_of(test)}` is not decided by the config")
+    return bool(v)
 
 
 def helper_env(env: Env, file: str, depth: int, local: dict) -> Env:
@@ -185,6 +281,6 @@ def helper_env(env: Env, file: str, depth: int, local: dict) -> Env:
     from .env import Env as _Env
     inner = _Env.__new__(_Env)
     inner.__dict__.update(ms=env.ms, cls=env.cls, config=env.config, self_vals={}, local=local,
-                          missing={}, unknown={}, config_names=set(), nulls=env.nulls,
-                          dead=set(), helper_file=file, helper_depth=depth)
+                          missing={}, unknown={}, failed={}, config_names=set(),
+                          nulls=env.nulls, dead=set(), helper_file=file, helper_depth=depth)
     return inner

@@ -25,6 +25,9 @@ class ServingLayers:
     #                                    per-layer pass sizes
     position_args: frozenset[str]      # token positions: never the value a linear consumes
     moe_weights: tuple[str, str]       # the fused-MoE weights' names (w13, w2)
+    layer_list_calls: Mapping[str, tuple[str, int]] = None  # type: ignore[assignment]
+    #                                    vLLM `make_layers(n, layer_fn, prefix)`: the factory
+    #                                    argument's (name, position)
 
     @classmethod
     def of(cls, table: Mapping[str, Any]) -> "ServingLayers":
@@ -34,7 +37,9 @@ class ServingLayers:
                    frozenset(k for k, v in layers.items() if v["kind"] != "fused_moe"),
                    frozenset(k for k, v in layers.items() if v["kind"] == "fused_moe"),
                    frozenset(table.get("layer_index_calls", ())),
-                   frozenset(table.get("position_args", ())), (w13, w2))
+                   frozenset(table.get("position_args", ())), (w13, w2),
+                   {k: (v["factory"], int(v["position"]))
+                    for k, v in (table.get("layer_list_calls") or {}).items()})
 
     def kind_of(self, ctor: str) -> str | None:
         """The layer's kind (column, row, qkv, fused_moe, ...), None when it is not a serving

@@ -1,0 +1,1 @@
+"""vLLM's per-model packages (vllm/models) a model file imports from."""

@@ -1,0 +1,1 @@
+"""vLLM's Kimi K3 package (vllm/models/kimi_k3)."""
