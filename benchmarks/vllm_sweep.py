@@ -152,6 +152,10 @@ RELEASED_KEYS = {
     "ernie45_vl_moe": {"moe_layer_start_index": [TINY["first_k_dense_replace"]] * 2,
                        "moe_layer_end_index": [TINY["num_hidden_layers"] - 1] * 2,
                        "im_patch_id": 100295},
+    # bailing_moe_v3.py's KDA mixer refuses any layout but `no_kda_lora: True` (it raises
+    # "BailingMoeV3 KDA currently expects no_kda_lora=True"), so every checkpoint vLLM 0.34
+    # serves with it sets the key; neither transformers nor vLLM ships its config class
+    "bailing_moe_v3": {"no_kda_lora": True},
     # domyn_edge.py reads the per-layer keys of Domyn-Edge's config (domyn/Domyn-Edge-Base;
     # neither transformers nor vLLM has its class): each layer's position scheme ("rope" |
     # "nope", the file's match), sliding window (HF (w, 0); 0: none), and head_dim through
@@ -428,6 +432,21 @@ def _sibling(src: Path, node: ast.AST) -> Path | None:
         return None
     sib = src.parent / f"{stem}.py"
     return sib if "." not in stem and sib.is_file() else None
+
+
+def _siblings(src: Path) -> list[Path]:
+    """The sibling model files `src` imports, directly or through another sibling (a vLLM
+    checkout holds them all: gemma4_dspark's decoder layer is gemma4_mtp.py's, whose MLP is
+    gemma4.py's), each once, in the order first met; `src` itself excluded."""
+    seen, todo, out = {src.resolve()}, [src], []
+    while todo:
+        for n in ast.parse(todo.pop(0).read_text(encoding="utf-8")).body:
+            sib = _sibling(src, n)
+            if sib is not None and sib.resolve() not in seen:
+                seen.add(sib.resolve())
+                out.append(sib)
+                todo.append(sib)
+    return out
 
 
 def _imported_classes(src: Path, tree: ast.Module) -> dict[str, dict[str, str]]:
@@ -1246,16 +1265,15 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
         copy = d / Path(*MODELS_PKG.split(".")) / src.name
         copy.parent.mkdir(parents=True)
         shutil.copy(src, copy)
-        for n in ast.parse(src.read_text(encoding="utf-8")).body:   # sibling files it imports
-            sib = _sibling(src, n)
-            if sib is not None:
-                shutil.copy(sib, copy.parent)
+        for sib in _siblings(src):          # the sibling files it imports, and theirs
+            shutil.copy(sib, copy.parent)
         with CONFIG_LOCK:       # transformers' lazy config mappings are not thread safe
             cfg = family_config(src)        # RELEASED_KEYS joined in by _released
         (d / "config.json").write_text(json.dumps(cfg, default=str))
         for model_src in (copy, copy.parent):
             asked = list(tg)
             dropped: dict[str, str] = {}
+            advised: list[str] = []
             while True:
                 args = ["analyze", "--model-src", str(model_src), "--model-config",
                         str(d / "config.json"), "--tp", str(TP), "--moe-tp", str(TP),
@@ -1275,10 +1293,11 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
                             and f"--target {t}:" in doc["error"]["message"]), None)
                 if bad is None or len(asked) == 1:
                     break
-                dropped[bad] = doc["error"]["message"].split(f"--target {bad}:", 1)[1] \
-                    .strip()[:200]
+                said = doc["error"]["message"].split(f"--target {bad}:", 1)[1].strip()
+                dropped[bad] = said[:200]
+                advised += [said]           # whole: the advice closes a long reason
                 asked.remove(bad)
-            reasons = [*dropped.values(), *(x.get("reason", "") for x in
+            reasons = [*advised, *(x.get("reason", "") for x in
                                             doc.get("rejections", [])),
                        doc.get("error", {}).get("message", "")]
             if not any(FOLDER_HINT in x for x in reasons):

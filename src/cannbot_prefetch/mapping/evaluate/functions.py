@@ -1,7 +1,7 @@
 """Plain helper functions a shape calls (xlstm's `round_up_to_next_multiple_of(x, m)`): found
 in the calling file at module level or directly in a module-level `if`/`try` branch, or in a
 sibling module of the same folder a `from .sibling import f` names; one whose body is (a
-docstring and) a single `return <expr>` is evaluated by the same evaluator with its arguments
+docstring,) guard clauses `if <test>: return <expr>` and a final `return <expr>` is evaluated by the same evaluator with its arguments
 bound. Files are parsed (ast to find, libcst to evaluate), never imported or executed;
 anything else is refused with the function's name and why.
 """
@@ -115,14 +115,30 @@ def _helper(name: str, file: str, fn: ast.stmt, lines: list[str]) -> Helper:
     body = list(node.body.body)
     if body and _is_docstring(body[0]):
         body = body[1:]
-    if not (len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine | cst.Return)):
+    # guard clauses before the return (vLLM's gemma4 `_get_text_config`: `if hasattr(config,
+    # "text_config"): return config.text_config` then `return config`): an expression too
+    if not (body and all(_guard(b) is not None for b in body[:-1])):
         return Helper(name, file, None,
                       f"{name}: its body is not a single `return` ({len(body)} statements)")
-    small = body[0].body[0] if isinstance(body[0], cst.SimpleStatementLine) and \
-        len(body[0].body) == 1 else body[0]
-    if not (isinstance(small, cst.Return) and small.value is not None):
+    if _returned(body[-1]) is None:
         return Helper(name, file, None, f"{name}: its body is not a single `return <value>`")
     return Helper(name, file, node)
+
+
+def _returned(stmt) -> cst.BaseExpression | None:
+    """The value of a statement that is only `return <value>`, else None."""
+    small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and \
+        len(stmt.body) == 1 else stmt
+    return small.value if isinstance(small, cst.Return) else None
+
+
+def _guard(stmt) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(test, value) of `if <test>: return <value>` with no else branch, else None."""
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None or \
+            not isinstance(stmt.body, cst.IndentedBlock) or len(stmt.body.body) != 1:
+        return None
+    value = _returned(stmt.body.body[0])
+    return None if value is None else (stmt.test, value)
 
 
 def _is_docstring(stmt) -> bool:
@@ -170,10 +186,13 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
         if p.default is None:
             raise Unsupported(f"{name}: argument {pname!r} not passed")
         values[pname] = inner.eval(p.default)       # defaults: the defining module's scope
-    ret = fn.body.body[-1]
-    ret = ret.body[0] if isinstance(ret, cst.SimpleStatementLine) else ret
+    body = [b for b in fn.body.body if not _is_docstring(b)]
+    inner = helper_env(env, helper.file, depth, values)
     try:
-        return helper_env(env, helper.file, depth, values).eval(ret.value)
+        for test, value in (_guard(b) for b in body[:-1]):
+            if inner.eval(test):        # the first guard that holds returns its value
+                return inner.eval(value)
+        return inner.eval(_returned(body[-1]))
     except Unsupported as exc:      # named once, also through a recursion
         why = str(exc)
         raise Unsupported(why if why.startswith(f"{name}: ") else f"{name}: {why}") from None

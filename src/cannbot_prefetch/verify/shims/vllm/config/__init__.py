@@ -91,8 +91,11 @@ class SchedulerConfig:
 
 @dataclass
 class CompilationConfig:
-    """Where vLLM's stateful layers register by prefix (`static_forward_context`)."""
+    """Where vLLM's stateful layers register by prefix (`static_forward_context`); the ops the
+    compiled graph splits at (`splitting_ops`: None, vLLM's default before its config resolves
+    them, and nothing is compiled on the shim)."""
     static_forward_context: dict = field(default_factory=dict)
+    splitting_ops: list | None = None
 
 
 def _per_instance(name: str, make):
