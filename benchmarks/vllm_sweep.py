@@ -156,6 +156,16 @@ RELEASED_KEYS = {
     # "BailingMoeV3 KDA currently expects no_kda_lora=True"), so every checkpoint vLLM 0.34
     # serves with it sets the key; neither transformers nor vLLM ships its config class
     "bailing_moe_v3": {"no_kda_lora": True},
+    # gemma4_dspark's draft config (its DSpark checkpoint's; no class here defines it): the
+    # target layers whose hidden states it reads (tiny: both of TINY's 2 layers), its Markov
+    # head's rank (tiny, chosen here below TINY's hidden 256, as dflash_config's ranks are),
+    # every layer full attention (Gemma4TextConfig forces the last one full; TINY sets no
+    # window), and gemma4.py's MLP activation, read through `_get_text_config(config)` where
+    # `_config_reads` does not see it: Gemma4TextConfig's default (transformers 5.25)
+    "gemma4_dspark": {"target_layer_ids": list(range(TINY["num_hidden_layers"])),
+                      "markov_rank": 16,
+                      "layer_types": ["full_attention"] * TINY["num_hidden_layers"],
+                      "hidden_activation": "gelu_pytorch_tanh"},
     # domyn_edge.py reads the per-layer keys of Domyn-Edge's config (domyn/Domyn-Edge-Base;
     # neither transformers nor vLLM has its class): each layer's position scheme ("rope" |
     # "nope", the file's match), sliding window (HF (w, 0); 0: none), and head_dim through
