@@ -1,9 +1,10 @@
 """Plain helper functions a shape calls (xlstm's `round_up_to_next_multiple_of(x, m)`): found
 in the calling file at module level or directly in a module-level `if`/`try` branch, or in a
 sibling module of the same folder a `from .sibling import f` names; one whose body is (a
-docstring,) guard clauses `if <test>: return <expr>` and a final `return <expr>` is evaluated by the same evaluator with its arguments
-bound. Files are parsed (ast to find, libcst to evaluate), never imported or executed;
-anything else is refused with the function's name and why.
+docstring,) guard clauses `if <test>: return <expr>` and a final `return <expr>` is evaluated
+by the same evaluator with its arguments bound. Files are parsed (ast to find, libcst to
+evaluate), never imported or executed; anything else is refused with the function's name and
+why.
 """
 
 from __future__ import annotations
