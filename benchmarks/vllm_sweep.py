@@ -152,6 +152,20 @@ RELEASED_KEYS = {
     "ernie45_vl_moe": {"moe_layer_start_index": [TINY["first_k_dense_replace"]] * 2,
                        "moe_layer_end_index": [TINY["num_hidden_layers"] - 1] * 2,
                        "im_patch_id": 100295},
+    # bailing_moe_v3.py's KDA mixer refuses any layout but `no_kda_lora: True` (it raises
+    # "BailingMoeV3 KDA currently expects no_kda_lora=True"), so every checkpoint vLLM 0.34
+    # serves with it sets the key; neither transformers nor vLLM ships its config class
+    "bailing_moe_v3": {"no_kda_lora": True},
+    # gemma4_dspark's draft config (its DSpark checkpoint's; no class here defines it): the
+    # target layers whose hidden states it reads (tiny: both of TINY's 2 layers), its Markov
+    # head's rank (tiny, chosen here below TINY's hidden 256, as dflash_config's ranks are),
+    # every layer full attention (Gemma4TextConfig forces the last one full; TINY sets no
+    # window), and gemma4.py's MLP activation, read through `_get_text_config(config)` where
+    # `_config_reads` does not see it: Gemma4TextConfig's default (transformers 5.25)
+    "gemma4_dspark": {"target_layer_ids": list(range(TINY["num_hidden_layers"])),
+                      "markov_rank": 16,
+                      "layer_types": ["full_attention"] * TINY["num_hidden_layers"],
+                      "hidden_activation": "gelu_pytorch_tanh"},
     # domyn_edge.py reads the per-layer keys of Domyn-Edge's config (domyn/Domyn-Edge-Base;
     # neither transformers nor vLLM has its class): each layer's position scheme ("rope" |
     # "nope", the file's match), sliding window (HF (w, 0); 0: none), and head_dim through
@@ -1349,6 +1363,7 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
         for model_src in (copy, copy.parent):
             asked = list(tg)
             dropped: dict[str, str] = {}
+            advised: list[str] = []
             while True:
                 args = ["analyze", "--model-src", str(model_src), "--model-config",
                         str(d / "config.json"), "--tp", str(TP), "--moe-tp", str(TP),
@@ -1368,10 +1383,11 @@ def run_family(src: Path, timeout: int, verify: set[str] | None = None) -> dict:
                             and f"--target {t}:" in doc["error"]["message"]), None)
                 if bad is None or len(asked) == 1:
                     break
-                dropped[bad] = doc["error"]["message"].split(f"--target {bad}:", 1)[1] \
-                    .strip()[:200]
+                said = doc["error"]["message"].split(f"--target {bad}:", 1)[1].strip()
+                dropped[bad] = said[:200]
+                advised += [said]           # whole: the advice closes a long reason
                 asked.remove(bad)
-            reasons = [*dropped.values(), *(x.get("reason", "") for x in
+            reasons = [*advised, *(x.get("reason", "") for x in
                                             doc.get("rejections", [])),
                        doc.get("error", {}).get("message", "")]
             if not any(FOLDER_HINT in x for x in reasons):

@@ -320,4 +320,11 @@ def nearest_legal(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearA
         if isinstance(got, Placement):
             return got
         last = got
+    # levels the user did not name (gemma4_dspark's decoder layer: gemma4_mtp.py's forward) may
+    # hold the insertion point: the same advice as for a path wholly in context files
+    context = sorted({Path(ms.file_of(h.cls)).name for h in t.path
+                      if h.cls in ms.classes and not _editable(ms, h.cls)})
+    if context:
+        last += (f"; the levels in {', '.join(context)} are read as context and not edited: "
+                 f"give --model-src a folder that holds it")
     return last

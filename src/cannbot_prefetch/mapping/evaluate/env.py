@@ -253,6 +253,12 @@ class Env:
                 except MissingKey:
                     return self.eval(args[2].value)
             return self.cfg(key)
+        if fn == "hasattr" and len(args) == 2 and self.eval(args[0].value) is _CONFIG:
+            try:        # a config has the attribute when config.json (or an alias) gives it
+                self.cfg(self.eval(args[1].value))
+                return True
+            except MissingKey:
+                return False
         if fn.endswith(".get") and args and self.eval(node.func.value) is _CONFIG:  # type: ignore[attr-defined]
             key = self.eval(args[0].value)
             return self.cfg(key, self.eval(args[1].value) if len(args) > 1 else None)

@@ -1,5 +1,5 @@
 """Plain helper functions a shape calls (xlstm's `round_up_to_next_multiple_of(x, m)`, vLLM's
-`_get_dflash_fc_input_size(vllm_config)`): found in the calling file at module level or directly
+`_get_dflash_fc_input_size(vllm_config)`, gemma4's `_get_text_config` with its guard clauses): found in the calling file at module level or directly
 in a module-level `if`/`try` branch, or in a sibling module of the same folder a `from .sibling
 import f` names. Its body may be straight-line code: local assignments, `if`/`elif`/`else` on
 conditions the evaluator decides, `assert`, early `return`s, at most `MAX_HELPER_STATEMENTS`

@@ -91,8 +91,11 @@ class SchedulerConfig:
 
 @dataclass
 class CompilationConfig:
-    """Where vLLM's stateful layers register by prefix (`static_forward_context`)."""
+    """Where vLLM's stateful layers register by prefix (`static_forward_context`); the ops the
+    compiled graph splits at (`splitting_ops`: None, vLLM's default before its config resolves
+    them, and nothing is compiled on the shim)."""
     static_forward_context: dict = field(default_factory=dict)
+    splitting_ops: list | None = None
 
 
 def _per_instance(name: str, make):
@@ -210,3 +213,24 @@ def _set_current(config):
 
 def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
     return _set_current(vllm_config)
+
+
+def replace(instance, /, **changes):
+    """vLLM's `vllm.config.replace` (config/utils.py): a copy of a config with the named fields
+    changed, built through the class as `dataclasses.replace` does (a draft's VllmConfig with
+    its own model config: interns2_mobius's MTP). The shim's per-instance attributes
+    (`_per_instance`: scheduler and compilation config, vLLM's fields) are carried over, shared
+    as vLLM's replace shares the objects it copies, or changed when named."""
+    import dataclasses
+    names = {f.name for f in dataclasses.fields(instance) if f.init}
+    extra = [k for k in changes if k not in names]
+    unknown = [k for k in extra if not isinstance(getattr(type(instance), k, None), property)]
+    if unknown:
+        raise TypeError(f"{type(instance).__name__} has no field {unknown[0]!r}")
+    out = dataclasses.replace(instance, **{k: v for k, v in changes.items() if k in names})
+    for k, v in instance.__dict__.items():
+        if k not in names:
+            out.__dict__.setdefault(k, v)
+    for k in extra:
+        setattr(out, k, changes[k])
+    return out

@@ -59,6 +59,11 @@ class SupportsReplaySSM:
     pass
 
 
+class SupportsMRoPE:
+    """Multimodal rotary positions: a text decode step's positions are the plain ones."""
+    pass
+
+
 MambaStateShapes = tuple      # the state shapes a hybrid model's classmethod returns (annotation)
 
 
@@ -103,3 +108,11 @@ class _SkippedTower(torch.nn.Module):
 
     def forward(self, *_a, **_k):
         raise RuntimeError(f"tower {self.name} is not built in a text-only run")
+
+
+def _require_is_multimodal(is_multimodal):
+    """The mask of multimodal positions `embed_input_ids` needs (vLLM's runner always passes
+    one to a multimodal model); missing, it is an error, as in vLLM."""
+    if is_multimodal is None:
+        raise ValueError("embed_input_ids needs the is_multimodal mask")
+    return is_multimodal
