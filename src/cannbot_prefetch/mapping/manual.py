@@ -85,7 +85,7 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
         child, decl, _ = find_child(ms, owner, p.split("[", 1)[0])   # `mlps[1]`: the list's class
         if child is None:
             raise SourceError(f"--target {text}: {owner} has no submodule '{p}' (in its class or "
-                              f"its base classes){_unread_class(ms, owner, p)}",
+                              f"its base classes){_unread_class(ms, owner, p) or _shadowed(ms, owner)}",
                               path=ms.file_of(owner))
         # a module built as one of several classes (`self.mlp = MiniCPMMLP(...)` / `=
         # MiniCPMMoE(...)` in branches): the one that holds the rest of the path
@@ -103,6 +103,20 @@ def _lookup(ms: ModelSource, text: str) -> tuple[str, LinearAttr]:
                           f"(linear-like attributes: {', '.join(known) or 'none'})",
                           path=ms.file_of(owner))
     return cls, lin
+
+
+def _shadowed(ms: ModelSource, owner: str) -> str:
+    """Why a base's submodule is missing when a file defines a class of the same name as the one
+    it subclasses (vLLM's llama_eagle.py: `from .llama import LlamaDecoderLayer as
+    BaseLlamaDecoderLayer` and `class LlamaDecoderLayer(BaseLlamaDecoderLayer)`): the source is
+    read by class name, so only one of the two is seen; "" when no file does that."""
+    for f, view in ms.files.items():
+        for a in view.aliases.values():
+            if a.original == owner and a.name != owner and owner in view.classes:
+                return (f": {Path(f).name} defines its own {owner} and imports {a.source}'s as "
+                        f"{a.name}; the tool reads classes by name and sees one {owner} only, "
+                        f"so it cannot map this file (rename one of them in a copy to plan it)")
+    return ""
 
 
 def _unread_class(ms: ModelSource, owner: str, attr: str) -> str:
