@@ -14,6 +14,13 @@ VIEWS = {"t", "view", "transpose", "permute", "reshape", "_unsafe_view", "expand
          "slice", "unsqueeze", "contiguous", "detach", "alias", "numpy_T", "chunk", "split",
          "index", "index_select", "gather", "_to_copy", "clone", "squeeze", "split_with_sizes",
          "getitem", "to"}
+# ops whose output is a view of their first input: no compute, so a view is ready exactly when
+# the tensor it views is. AOT's functionalization spells each read of a tensor updated in place
+# through a view as its own chain of these from the update's result (`slice_scatter`), so two
+# reads of one tensor become sibling chains (`flows_into`).
+ALIASES = {"view", "_unsafe_view", "permute", "transpose", "t", "numpy_T", "select", "slice",
+           "expand", "unsqueeze", "squeeze", "alias", "as_strided", "diagonal", "unfold",
+           "detach", "view_as", "expand_as"}
 MATMULS = {"mm", "bmm", "addmm", "matmul", "linear", "baddbmm", "_grouped_mm", "grouped_mm",
            "addbmm", "einsum"}
 
@@ -77,9 +84,27 @@ def ancestors(node) -> set:
     return out
 
 
+def viewed(node):
+    """The node that computed the data `node` views: up its first input through `ALIASES`
+    (the node itself when it computes)."""
+    while node.op in ("call_function", "call_method") and _short(node) in ALIASES \
+            and node.args and hasattr(node.args[0], "op"):
+        node = node.args[0]
+    return node
+
+
+def flows_into(dep, node) -> bool:
+    """`dep`, or the node that computed what it views (`viewed`), is an ancestor of `node`.
+    Read through views only: a dependency computed from the target's input (not a view of it)
+    is not what the target reads."""
+    before = ancestors(node)
+    return dep in before or viewed(dep) in before
+
+
 def order_problem(node, nodes, index, label: str, next_layer: bool) -> str | None:
     """None when prefetch `node` comes after its dependency and before the next op that computes
-    with its weight, and the dependency is an ancestor of that op; else what is wrong. The next
+    with its weight, and the dependency flows into that op (`flows_into`: an ancestor, or a
+    view of one); else what is wrong. The next
     op, not the first: a layer run twice in one graph (a recurrent model, unrolled) reads its
     weight again after its second prefetch (verify/runs.py). A prefetch with no read after it,
     the target having run before it, is out of order. A weight no op in this graph reads (the
@@ -97,9 +122,9 @@ def order_problem(node, nodes, index, label: str, next_layer: bool) -> str | Non
         if not next_layer:
             return f"{label}: nothing reads the weight after the prefetch"
         outputs = [x for x in nodes if x.op == "output"]
-        if not outputs or dep not in ancestors(outputs[0]):
+        if not outputs or not flows_into(dep, outputs[0]):
             return f"{label}: the dependency does not flow into the layer's output"
         return None
-    if dep not in ancestors(user):
+    if not flows_into(dep, user):
         return f"{label}: the dependency does not flow into the target ({_short(user)})"
     return None

@@ -1,0 +1,245 @@
+"""verify's graph order reads through views (issue 32, gemma3n on vLLM): the dependency of a
+prefetch flows into its target when both read one tensor, even when AOT's functionalization has
+spelled that tensor as two view chains.
+
+A layer that updates part of its output in place (gemma3n's `corrected_predictions[1:] +=
+first_prediction`) hands the next layer a tensor whose value, in AOT's functional graph, is the
+result of a `slice_scatter`; every later read of it is a fresh chain of views regenerated from
+that result, one chain per read. So the next layer's prefetch (dependency: the layer input) and
+its target (which reads the same input) hang off two sibling `permute` nodes, and neither is an
+ancestor of the other. A view computes nothing: the dependency is ready exactly when the tensor
+it views is, so the check walks from the dependency up its views to the node that computed the
+data and asks whether that node feeds the target. It still fails when the dependency is computed
+(not viewed) from something the target does not read, or when the target reads another tensor.
+A dependency updated in place between the prefetch and the target needs no such reading: the
+update reads the old value, which so stays an ancestor of the target (`Tail` below).
+
+The model source below is GENERATED for this test (plain torch, written here in the style of a
+vLLM decoder layer); the FX graphs in the rule tests are built by hand.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import fx  # noqa: E402
+
+from cannbot_prefetch.rewrite.engine import rewrite_source  # noqa: E402
+from cannbot_prefetch.rewrite.helper import helper_source  # noqa: E402
+from cannbot_prefetch.verify.graph import order_problem  # noqa: E402
+from cannbot_prefetch.verify.runner import verify_model  # noqa: E402
+
+from rewrite.sites import plan, site  # noqa: E402
+
+# --------------------------------------------------------------- the rule on hand-built graphs
+
+aten = torch.ops.aten
+
+
+def _graph(dep_of, target_reads):
+    """A graph: x = input * 2 (computed), y = input + 1 (computed); the prefetch's dependency is
+    `dep_of(g, x, y)`, the target mm reads `target_reads(g, x, y)` and the weight."""
+    g = fx.Graph()
+    inp = g.placeholder("inp")
+    w = g.placeholder("w")
+    x = g.call_function(aten.mul.Tensor, (inp, 2))
+    y = g.call_function(aten.add.Tensor, (inp, 1))
+    dep = dep_of(g, x, y)
+    pre = g.call_function(torch.ops.aten.alias.default, (w,))   # replaced below
+    a = target_reads(g, x, y)
+    wt = g.call_function(aten.t.default, (w,))
+    mm = g.call_function(aten.mm.default, (a, wt))
+    g.output(mm)
+    pre.target = _PREFETCH
+    pre.args = (w, dep, 1024)
+    return g, pre
+
+
+class _Prefetch:
+    """Stands for `npu::npu_prefetch` in a hand-built graph (graph.op_name reads `_schema`)."""
+
+    class _schema:  # noqa: N801 - the attribute name op_name reads
+        name = "npu::npu_prefetch"
+
+    __name__ = "npu_prefetch"
+
+    def __call__(self, *a):
+        return None
+
+
+_PREFETCH = _Prefetch()
+
+
+def _problem(g, pre):
+    nodes = list(g.nodes)
+    return order_problem(pre, nodes, {n: i for i, n in enumerate(nodes)}, "L", False)
+
+
+def _permuted(g, t):
+    return g.call_function(aten.permute.default, (
+        g.call_function(aten.permute.default, (t, [1, 0])), [1, 0]))
+
+
+def test_two_view_chains_of_one_tensor_flow():
+    # the functional graph's spelling: dependency and target each re-view x
+    g, pre = _graph(lambda g, x, y: _permuted(g, x), lambda g, x, y: _permuted(g, x))
+    assert _problem(g, pre) is None
+
+
+def test_the_dependency_itself_an_ancestor_still_flows():
+    g, pre = _graph(lambda g, x, y: x, lambda g, x, y: g.call_function(aten.relu.default, (x,)))
+    assert _problem(g, pre) is None
+
+
+def test_a_view_of_a_tensor_the_target_does_not_read_fails():
+    g, pre = _graph(lambda g, x, y: _permuted(g, y), lambda g, x, y: _permuted(g, x))
+    assert _problem(g, pre) == "L: the dependency does not flow into the target (mm)"
+
+
+def test_a_computed_dependency_is_not_read_through():
+    # relu(x) is computed from x, not a view of it: the target reads x, not the dependency
+    g, pre = _graph(lambda g, x, y: g.call_function(aten.relu.default, (x,)),
+                    lambda g, x, y: _permuted(g, x))
+    assert _problem(g, pre) == "L: the dependency does not flow into the target (mm)"
+
+
+# --------------------------------------------------------------- on a rewritten model
+
+# GENERATED: two layers in the style of a vLLM decoder layer with alternating updates: `predict`
+# routes the layer input through `self.router` (the target), and the layer ends by adding into
+# part of its output (a view: `correct` returns a permute) in place, so the next layer's input is
+# a view of a tensor updated in place.
+SRC = textwrap.dedent('''\
+    # GENERATED by tests/unit/verify/test_graph_aliases.py
+    import torch
+    from torch import nn
+
+
+    class Mixer(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.router = nn.Linear(16, 4, bias=False)
+            self.coefs = nn.Linear(4, 16, bias=False)
+
+        def _route(self, x):
+            return torch.tanh(self.router(x))
+
+        def predict(self, hidden_states):
+            modalities = self._route(hidden_states[0])
+            out = hidden_states.permute(1, 2, 0) * self.coefs(modalities).unsqueeze(-1)[..., :1]
+            return out.permute(2, 0, 1).contiguous()
+
+        def correct(self, predictions, activated):
+            modalities = self._route(activated)
+            coefs = torch.sigmoid(self.coefs(modalities))
+            corrected = predictions.permute(1, 2, 0) * coefs.unsqueeze(-1)
+            return corrected.permute(2, 0, 1)
+
+
+    class Layer(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.mixer = Mixer(config)
+            self.up = nn.Linear(16, 16, bias=False)
+
+        def forward(self, hidden_states):
+            predictions = self.mixer.predict(hidden_states)
+            active = self.up(predictions[0])
+            corrected = self.mixer.correct(predictions, active)
+            corrected[1:] += active
+            return corrected
+
+
+    class Tail(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.proj = nn.Linear(16, 16, bias=False)
+            self.out = nn.Linear(16, 16, bias=False)
+
+        def forward(self, x):
+            corrected = self.proj(x)
+            corrected[1:] += x[0]
+            y = self.out(corrected)
+            return y
+
+
+    class Toy(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer(config) for _ in range(2)])
+            self.tail = Tail(config)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return self.tail(x)
+    ''')
+
+# before `predict`'s first call of the router, the layer input as the dependency (as analyze
+# placed gemma3n's modality_router)
+ROUTER = site("toy-router", cls="Mixer", attr="router", weight="self.router.weight",
+              icls="Mixer", method="predict", anchor="self._route", dep="hidden_states", size=64)
+
+
+# after `self.proj`, on `corrected`, which Tail then updates in place before `self.out` reads it:
+# in the functional graph the update reads the old value, so the dependency still flows in
+OUT = site("toy-out", cls="Tail", attr="out", weight="self.out.weight", icls="Tail",
+           anchor="self.proj", position="after", dep="corrected", size=256)
+
+
+@pytest.fixture
+def build(tmp_path):
+    names = []
+
+    def make(*sites):
+        p = plan(*sites)
+        out = rewrite_source(SRC, p.sites, mode=p.mode, switch=p.switch)
+        assert sorted(out.applied) == sorted(s.id for s in sites), out
+        stem = f"toy_alias_model_{len(names)}"
+        (tmp_path / f"{stem}.py").write_text(out.code)
+        (tmp_path / "_cannbot_prefetch.py").write_text(helper_source(p.mode, p.switch.config_path))
+        sys.path.insert(0, str(tmp_path))
+        try:
+            for name in ("_cannbot_prefetch", stem):
+                spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[name] = mod
+                names.append(name)
+                spec.loader.exec_module(mod)
+        finally:
+            sys.path.remove(str(tmp_path))
+        torch.manual_seed(0)
+        return mod.Toy(None).eval(), (torch.randn(3, 2, 16),), p
+
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_a_dependency_updated_in_place_by_the_previous_layer_passes(build):
+    model, inputs, p = build(ROUTER)
+    checks, _ = verify_model(model, inputs, p, graph=False)
+    by = {(c.name, c.site): c for c in checks}
+    fires = by[("fires", "toy-router")]
+    # 2 layers, the router run twice in each (predict, correct): one prefetch per layer call
+    assert fires.passed and fires.detail.startswith("fired 2/2"), fires.detail
+    assert "ran 4 time(s) in 2 step(s)" in fires.detail
+    cap = by[("captured prefetch", "toy-router")]
+    assert cap.passed, cap.detail
+    assert "aot_eager: 2/2 node(s)" in cap.detail
+
+
+def test_a_dependency_updated_in_place_between_prefetch_and_target_passes(build):
+    model, inputs, p = build(OUT)
+    by = {(c.name, c.site): c for c in verify_model(model, inputs, p, graph=False)[0]}
+    assert by[("fires", "toy-out")].passed, by[("fires", "toy-out")].detail
+    assert by[("fires", "toy-out")].detail.startswith("fired 1/1")
+    cap = by[("captured prefetch", "toy-out")]
+    assert cap.passed, cap.detail
+    assert "eager: 1/1 node(s)" in cap.detail and "aot_eager: 1/1 node(s)" in cap.detail
