@@ -8,8 +8,9 @@ same forward. A line in one arm of an `if` fires only when the model takes that 
   never fires in a model built with a shared MLP. When it does not, the insertion is hoisted
   before the `if` (`hoisted`), where the dependency is already computed, else refused naming
   the branch;
-- a next-layer insertion (after this layer's last MatMul) must run before every return of its
-  method: zaya's MoE block returns from `if not self.is_sequence_parallel:` and runs its
+- a next-layer insertion (after this layer's last MatMul) must lie in a module every layer
+  builds as one class (dory's `self.mixer` is attention in one layer, an MLP in the next: the
+  next layer's twin may not hold the weight) and run before every return of its method: zaya's MoE block returns from `if not self.is_sequence_parallel:` and runs its
   sequence-parallel path after it, so a line after the second path's experts call never runs
   at TP 1.
 Which statements exclude or dominate each other is pysource/paths.py.
@@ -70,6 +71,11 @@ def off_path(ms: ModelSource, events: list[Event], pl: Placement, lin: LinearAtt
     where = f"{pl.insert.cls}.{pl.insert.method}"
     line = m.stmts[at].start
     if pl.scope == "next_layer":
+        chosen = _chosen_module(ms, pl.callers)
+        if chosen is not None:
+            return (f"the next layer's prefetch in {where} lies below {chosen[0]}, which each "
+                    f"layer builds as one of {', '.join(chosen[1])}: the next layer's may be the "
+                    f"other one, without the target")
         if on_every_exit(m, at, got):
             return None
         return (f"the next layer's prefetch at line {line} of {where} lies in "
@@ -83,6 +89,25 @@ def off_path(ms: ModelSource, events: list[Event], pl: Placement, lin: LinearAtt
             arm = _arm_text(a) if a is not None else "a path before it"
             return (f"the target also runs at line {m.stmts[j].start} of {where}, in {arm}, which "
                     f"the insertion at line {line} does not reach: it would not fire there")
+    return None
+
+
+def _chosen_module(ms: ModelSource, callers) -> tuple[str, list[str]] | None:
+    """(`self.mixer`, its classes) for the first module between the decoder layer and the
+    insertion that `__init__` builds as one of several classes (dory's attention-or-MLP mixer):
+    a next-layer line below it prefetches the twin module of the next layer, which may be of
+    the other class. None when every step is one class."""
+    from .place import layer_depth
+
+    ld = layer_depth(ms, callers)
+    if ld is None:
+        return None
+    for h in callers[ld + 1:-1]:
+        acc = h.access or ""
+        if acc.startswith("self.") and "." not in acc[5:]:
+            alts = list(dict.fromkeys(ms.alternatives.get((h.cls, acc[5:].split("[")[0]), [])))
+            if len(alts) > 1:
+                return acc, alts
     return None
 
 
