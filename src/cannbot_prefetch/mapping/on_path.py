@@ -48,14 +48,16 @@ def _at(m: Method, pl: Placement) -> int | None:
 
 
 def target_stmts(events: list[Event], pl: Placement, lin: LinearAttr) -> list[int]:
-    """The statements of the insertion's method that run the target on the same object (the
-    call chain above the method as in `pl.callers`)."""
+    """The statements of the insertion's method that run the target on the same object: the
+    call chain above the method as in `pl.callers`, the same module called there
+    (`self.self_attn[1]`, not the layer's other attention `self.self_attn[0]`)."""
     k = len(pl.callers) - 1
     h, prefix = pl.callers[-1], tuple(pl.callers[:-1])
     return sorted({e.path[k].stmt for e in events if e.kind == "linear"
                    and (e.owner, e.attr) == (lin.cls, lin.attr) and len(e.path) > k
                    and tuple(e.path[:k]) == prefix
-                   and (e.path[k].cls, e.path[k].method) == (h.cls, h.method)})
+                   and (e.path[k].cls, e.path[k].method, e.path[k].access)
+                   == (h.cls, h.method, h.access)})
 
 
 def off_path(ms: ModelSource, events: list[Event], pl: Placement, lin: LinearAttr) -> str | None:
