@@ -28,7 +28,7 @@ from .source import Event, LinearAttr, ModelSource
 
 
 def _arm_text(a: Arm) -> str:
-    held = " and ".join(t if v else f"not {t}" for t, v in a.tests[-1:] or ())
+    held = " and ".join(t if v else f"not ({t})" for t, v in a.tests[-1:])
     which = "the `if` arm" if a.arm == 0 else "an `elif` arm" if a.arm > 0 else "the `else` path"
     if not a.tests:
         return f"the loop at line {a.line}" if a.arm == 0 else f"a handler of the `try` at line {a.line}"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cannbot_prefetch import hardware
+from cannbot_prefetch.errors import SourceError
 from cannbot_prefetch.plan.build import PlanOptions, build_plan
 from cannbot_prefetch.pysource import parse_view
 from cannbot_prefetch.pysource.paths import (arms, conditions, dominates, exclusive,
@@ -149,16 +150,18 @@ def test_a_target_in_both_arms_of_a_runtime_test_is_prefetched_before_the_if(tmp
 
 @pytest.mark.parametrize("shared", [0, 64])
 def test_a_config_decided_arm_is_the_one_planned(tmp_path, shared):
-    # `if self.shared_mlp is None:` is decided by the config: with no shared MLP the first arm
-    # runs and the prefetch goes right before its call; with one, the other arm's call runs
-    # and the line before the first arm's call would never fire: the tool moves it before the
-    # `if` (after the norm both arms read)
+    # `if self.shared_mlp is None:` with no shared MLP (`... if 0 else None`): the config
+    # decides the first arm, the only one read, and the prefetch goes right before its call.
+    # With one, `self.shared_mlp` is a module the evaluator does not compare with None: both
+    # arms may run the MoE, and a line before the first arm's call would not fire in the
+    # other, so it goes before the `if`, after the norm both arms read
     sites = _plan(tmp_path, "moe_arms_vllm", ("XaDecoderLayer.block_sparse_moe.gate",),
                   {"shared_intermediate_size": shared})
     (s,) = sites.values()
     want = ("self.block_sparse_moe", "before") if shared == 0 else \
         ("self.post_attention_layernorm", "after")
     assert (s.insert.anchor_call, s.insert.position) == want
+    assert any("more than one arm" in n for n in s.evidence["notes"]) == bool(shared)
 
 
 TWICE = '''\
@@ -215,3 +218,24 @@ def test_a_target_that_really_runs_twice_is_prefetched_once_before_both(tmp_path
     assert _where(s) == ("TwLayer", "forward", "self.norm", "after", "h", "same")
     assert any(n.startswith("TwMLP.up_proj runs 2 times in one step")
                for n in s.evidence["notes"]), s.evidence["notes"]
+
+
+def test_no_point_before_the_if_is_a_refusal_naming_the_arm(tmp_path):
+    # the same layer without the norm before the `if`: its input is a parameter and no call
+    # runs before the `if` to anchor on, so no line reaches both arms
+    pkg = tmp_path / "xpkg"
+    shutil.copytree(FIX, pkg)
+    src = pkg / "moe_arms_vllm.py"
+    text = src.read_text()
+    old = "        hidden_states = self.input_layernorm(hidden_states)\n        if residual is None:"
+    assert old in text
+    src.write_text(text.replace(old, "        if residual is None:"))
+    (tmp_path / "config.json").write_text(json.dumps(CFG))
+    with pytest.raises(SourceError) as exc:
+        build_plan(None, None, hardware.load("910B3"), src, dict(CFG),
+                   PlanOptions(targets=("XaRouterLayer.block_sparse_moe.gate",)))
+    # the edited file: `if residual is None:` at line 43, its arm's MoE call at line 45, the
+    # `else` arm's at line 49
+    assert ("the target also runs at line 49 of XaRouterLayer.forward, in the `else` path of "
+            "the `if` at line 43 (where `not (residual is None)`), which the insertion at line "
+            "45 does not reach: it would not fire there") in str(exc.value), str(exc.value)
