@@ -370,8 +370,9 @@ def _value_after_target(ms: ModelSource, events: list[Event], t: ManualTarget, w
 
 def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) -> list[Event]:
     """The MatMul-family calls (linears) the forward pass runs between the insertion point and
-    the target: the prefetch overlaps them and shares their HBM traffic. Manual mode lists them
-    as risks, since without a profile nothing says whether they leave bandwidth free."""
+    the target, on the target's path: the prefetch overlaps them and shares their HBM traffic.
+    Manual mode lists them as risks, since without a profile nothing says whether they leave
+    bandwidth free."""
     from .dataflow import call_node
 
     ins = pl.insert
@@ -386,7 +387,9 @@ def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
                                              and h.stmt >= first for h in events[i].path)]
     if not inside:
         return []
-    return [e for e in events[min(inside):t_idx] if e.kind == "linear"]
+    t_path = events[t_idx].path
+    return [e for e in events[min(inside):t_idx] if e.kind == "linear"
+            and not _off_target_path(ms, e.path, t_path)]
 
 
 def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr, check

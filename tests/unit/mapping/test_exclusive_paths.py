@@ -239,3 +239,20 @@ def test_no_point_before_the_if_is_a_refusal_naming_the_arm(tmp_path):
     assert ("the target also runs at line 49 of XaRouterLayer.forward, in the `else` path of "
             "the `if` at line 43 (where `not (residual is None)`), which the insertion at line "
             "45 does not reach: it would not fire there") in str(exc.value), str(exc.value)
+
+
+def test_the_window_lists_only_the_calls_on_the_targets_path(tmp_path):
+    # `--window norm` for the MLP's gate_up_proj: before `self.norm` in the layer; between it
+    # and the MLP's call lies the attention arm, which never runs in a layer that holds the MLP:
+    # the window holds the norm alone, and no attention MatMul is an overlap risk
+    pkg = tmp_path / "xpkg"
+    shutil.copytree(FIX, pkg)
+    plan, _, _ = build_plan(None, None, hardware.load("910B3"), pkg / "mixer_choice_vllm.py",
+                            dict(CFG), PlanOptions(targets=("XcMLP.gate_up_proj",),
+                                                   window="norm"))
+    (s,) = plan.sites
+    assert _where(s) == ("XcDecoderLayer", "forward", "self.norm", "before", "hidden_states",
+                         "same")
+    notes = s.evidence["notes"]
+    assert "the window holds: XcDecoderLayer.norm" in notes, notes
+    assert not any("XcAttention" in n for n in notes), notes
