@@ -91,6 +91,20 @@ def _assignments(ms: ModelSource, cls: str, attr: str) -> list[_Build]:
     return out
 
 
+def builds_under(ms: ModelSource, cls: str, attr: str, alt: str,
+                 held: set[tuple[str, bool]]) -> bool:
+    """Whether some assignment of `self.<attr>` in `cls`'s construction may build `alt` where
+    the branch tests `held` hold (as `pysource.paths.conditions` spells them): dory's
+    `if self.is_attention: self.mixer = DoryAttention(...) else: self.mixer = DoryMLP(...)`
+    builds no DoryMLP in forward's `if self.is_attention:` arm. True when no assignment names
+    `alt` (built elsewhere: nothing rules it out)."""
+    from ..pysource.paths import branch_test
+
+    named = [b for b in _assignments(ms, cls, attr) if alt in b.classes]
+    return not named or any(not any((branch_test(t, v)[0], not branch_test(t, v)[1]) in held
+                                    for t, v in b.conds) for b in named)
+
+
 def _steps(weight_expr: str) -> Iterator[tuple[str, str]]:
     """(attribute, the path's text up to it) for each step after `self`."""
     parts = weight_expr.split(".")

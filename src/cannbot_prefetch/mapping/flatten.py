@@ -20,6 +20,8 @@ from __future__ import annotations
 import libcst as cst
 
 from ..pysource import Stmt, call_name, code_of
+from ..pysource.paths import arms, conditions
+from .built import builds_under
 from .evaluate import LinearAttr
 from .evaluate.syntax import local_assign
 from .refs import (Ref, bases_chain, handed_linears, holds_linears, own_params, resolve,
@@ -153,6 +155,7 @@ def _walk_method(ms, cls, method, prefix, out, depth, active, site) -> None:
     params = {lin.attr: lin for c in bases_chain(ms, cls) for (k, a), lin in ms.linears.items()
               if k == c and "." not in a}
     params_seen: set[str] = set()
+    got = arms(m)
     for i, s in enumerate(m.stmts):
         if id(s.node) in dead:
             continue
@@ -185,9 +188,10 @@ def _walk_method(ms, cls, method, prefix, out, depth, active, site) -> None:
                 local[bound[0]] = Ref("method", r.cls, r.access, r.attr, r.owner, r.via_list, alts)
             else:
                 local.pop(bound[0], None)
+        held = set(conditions(m, i, got))
         for call in _stmt_calls(s):
             _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, active,
-                        site)
+                        site, held)
 
 
 def _param_uses(s: Stmt, params: dict[str, LinearAttr]) -> list[str]:
@@ -214,7 +218,7 @@ def _param_uses(s: Stmt, params: dict[str, LinearAttr]) -> list[str]:
 
 
 def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, active,
-                site) -> None:
+                site, held=frozenset()) -> None:
     text = call_name(call)
     r = resolve(ms, cls, call.func, local)
     hop = Hop(owner, method, i, text, s.start, r.access if r is not None else None,
@@ -243,6 +247,10 @@ def _call_event(ms, cls, owner, method, i, s, call, local, prefix, out, depth, a
             # every class the attribute may hold (if/else in __init__); a norm only when it runs
             # linears of its own (a gated norm), else it stays one light op
             alts = ms.alternatives.get((r.owner, r.attr), [r.cls])
+            if held and len(alts) > 1 and r.access == f"self.{r.attr}":
+                # the arm of forward's `if self.is_attention:` runs the class __init__ built
+                # under the same test (pysource/paths.py): not the other one
+                alts = [a for a in alts if builds_under(ms, r.owner, r.attr, a, held)] or alts
             start = len(out)
             for alt in alts:
                 _walk_method(ms, alt, "forward", path, out, depth - 1, active,

@@ -34,7 +34,8 @@ from ..pysource import call_name
 from .flatten import flatten
 from .place import Placement, join_candidates, nearest_legal, place_all, weight_expr
 from .refs import bases_chain, find_child, find_linear, sub_linears
-from .repeats import repeated
+from .on_path import hoisted, off_path
+from .repeats import exclusive_paths, repeated
 from .source import Event, LinearAttr, ModelSource
 
 
@@ -257,9 +258,15 @@ def settle(pl: Placement, lin: LinearAttr, accept, ms: ModelSource | None = None
            events: list[Event] | None = None) -> Placement | str:
     """The placement with the first join apply accepts (the end of the method holding the
     prefetch, else after the call that runs it in each caller outwards); apply's reason if none.
-    Given the forward pass (`ms`, `events`), first refused when its line would run more than
-    once per step (repeats.py)."""
+    Given the forward pass (`ms`, `events`), first moved before the `if` whose arms run the
+    target, or refused, when its line would not run on every path that runs the target
+    (on_path.py), and refused when it would run more than once per step (repeats.py)."""
     if events is not None and ms is not None:
+        off = off_path(ms, events, pl, lin)
+        if off is not None:
+            pl = hoisted(ms, events, pl, lin) or pl
+            if off_path(ms, events, pl, lin) is not None:
+                return off
         again = repeated(ms, events, pl)
         if again is not None:
             return again
@@ -403,8 +410,9 @@ def _value_after_target(ms: ModelSource, events: list[Event], t: ManualTarget, w
 
 def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) -> list[Event]:
     """The MatMul-family calls (linears) the forward pass runs between the insertion point and
-    the target: the prefetch overlaps them and shares their HBM traffic. Manual mode lists them
-    as risks, since without a profile nothing says whether they leave bandwidth free."""
+    the target, on the target's path: the prefetch overlaps them and shares their HBM traffic.
+    Manual mode lists them as risks, since without a profile nothing says whether they leave
+    bandwidth free."""
     from .dataflow import call_node
 
     ins = pl.insert
@@ -419,7 +427,9 @@ def overlapped(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
                                              and h.stmt >= first for h in events[i].path)]
     if not inside:
         return []
-    return [e for e in events[min(inside):t_idx] if e.kind == "linear"]
+    t_path = events[t_idx].path
+    return [e for e in events[min(inside):t_idx] if e.kind == "linear"
+            and not _off_target_path(ms, e.path, t_path)]
 
 
 def earliest_window(ms: ModelSource, events: list[Event], t_idx: int, lin: LinearAttr, check
@@ -512,14 +522,25 @@ def held_calls(ms: ModelSource, events: list[Event], pl: Placement, t_idx: int) 
     first = at if ins.position == "before" else at + 1
     inside = [i for i in range(len(events)) if any(h.cls == ins.cls and h.method == ins.method
                                                    and h.stmt >= first for h in events[i].path)]
+    t_path = events[t_idx].path
     if pl.scope == "next_layer":
-        tail = [i for i in inside if i > t_idx]
-        ld = layer_depth(ms, events[t_idx].path)
+        tail = [i for i in inside if i > t_idx
+                and not exclusive_paths(ms, tuple(pl.callers), events[i].path)]
+        ld = layer_depth(ms, t_path)
         head = [i for i in range(t_idx) if ld is not None
-                and events[i].path[:ld + 1] == events[t_idx].path[:ld + 1]]
-        return [events[i] for i in tail + head if _leaf(ms, events[i])]
+                and events[i].path[:ld + 1] == t_path[:ld + 1]]
+        return [events[i] for i in tail + head if _leaf(ms, events[i])
+                and not (i < t_idx and _off_target_path(ms, events[i].path, t_path))]
     start = [i for i in inside if i < t_idx]
-    return [events[i] for i in range(min(start), t_idx) if _leaf(ms, events[i])] if start else []
+    return [events[i] for i in range(min(start), t_idx) if _leaf(ms, events[i])
+            and not _off_target_path(ms, events[i].path, t_path)] if start else []
+
+
+def _off_target_path(ms: ModelSource, path, t_path) -> bool:
+    """A call the forward never runs together with the target: in another arm of an `if` the
+    target's path takes (pysource/paths.py), or in another class of the module the target's
+    call runs (`other_branch`). The window lists only the calls on the target's path."""
+    return exclusive_paths(ms, path, t_path) or other_branch(path, t_path)
 
 
 def _leaf(ms: ModelSource, e: Event) -> bool:

@@ -16,7 +16,7 @@ from .place import layer_depth, nearest_legal, place_all, with_other_paths
 from .built import never_built, unguarded
 from .guard import guard_for
 from .precedes import precedes
-from .repeats import runs_note, two_branches
+from .repeats import runs_note
 from .shape import dims_match, role_of
 from .flatten import flatten, roots
 from .source import Event, LinearAttr, ModelSource
@@ -90,11 +90,6 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
             why = unguarded(ms, pl.insert.cls, paths, guards, lin.cls)
             if why:
                 return why
-        other = _other_branch(ms, pl)
-        if other is not None:
-            return (f"{pl.insert.anchor_call} is called in more than one branch of "
-                    f"{pl.insert.cls}.{pl.insert.method} (lines {other[0]} and {other[1]}): a "
-                    f"prefetch at one call does not run when the config takes the other")
         if pl.anchor_line and view is ms.files[pl.file] and \
                 not res.stmt.start <= pl.anchor_line <= res.stmt.end:   # (or the if/else holding it)
             return (f"{pl.insert.anchor_call} is called more than once in {pl.insert.cls}."
@@ -102,27 +97,6 @@ def checker(ms: ModelSource, mode: str = "eager") -> Callable[[Placement, Linear
                     f"not the one at line {pl.anchor_line}")
         return None
     return accept
-
-
-def _other_branch(ms: ModelSource, pl: Placement) -> tuple[int, int] | None:
-    """(line of the anchor's first call, line of a call of it in another branch of an if/else)
-    when the method calls the anchor in two branches (deepseek_v2's `if self.use_mha:
-    self.self_attn(...) else: self.self_attn(..., llama_4_scaling)`): apply anchors on the first,
-    which the model may never take. None when every call of it lies on one path."""
-    from .dataflow import call_node
-
-    ins = pl.insert
-    m = ms.method(ins.cls, ins.method)
-    if m is None:
-        return None
-    hits = [st for st in m.stmts if not st.header and call_node(st, ins.anchor_call) is not None]
-    if len(hits) < 2:
-        return None
-    lines = ms.files[ms.file_of(ins.cls)].lines
-    for st in hits[1:]:
-        if two_branches(lines, hits[0], st):
-            return hits[0].start, st.start
-    return None
 
 
 class Mapper:
@@ -297,7 +271,7 @@ class Mapper:
                                  site=lin.qualname)
         if pl.note:
             notes.append(pl.note)
-        again = runs_note(self.events, t_idx)
+        again = runs_note(self.events, t_idx, self.ms)
         if again:
             notes.append(again)
         wcall = self.events[w_idx].leaf.call if w_idx is not None else ""

@@ -13,13 +13,17 @@ tried next, as for any placement apply refuses.
 A step is the flattened forward pass (flatten.py: one decoder layer stands for all, so a call
 twice in it is twice per layer call). The same method called on two different objects (two MLP
 instances) runs once on each and is no repeat. Two calls in the two branches of one if/else run
-one at a time and are no repeat either (mapper.py refuses an anchor called that way).
+one at a time and are no repeat either, nor are a call in an `if` arm that returns and one after
+that `if` (dory's decoder layer: `if self.is_attention: out = self.mixer(...); return ...` then
+`out = self.mixer(hidden_states)`): pysource/paths.py decides which statements exclude each
+other.
 """
 
 from __future__ import annotations
 
 from ..i18n import said
 from ..legality import Placement
+from ..pysource.paths import exclusive
 from .source import Event, Hop, ModelSource
 
 
@@ -52,8 +56,9 @@ def invocations(events: list[Event], cls: str, method: str, obj: tuple) -> list[
     return list(seen)
 
 
-def _exclusive(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
-    """The two chains part at statements in two branches of one if/elif/else (`two_branches`)."""
+def exclusive_paths(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
+    """The two chains part at statements in two arms of one if/elif/else, an `if` whose arm
+    returns and the code after it included (pysource/paths.py `exclusive`)."""
     k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if k is None or (a[k].cls, a[k].method) != (b[k].cls, b[k].method):
         return False
@@ -63,18 +68,7 @@ def _exclusive(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
     i, j = sorted((a[k].stmt, b[k].stmt))
     if i == j or not (0 <= i < j < len(m.stmts)):
         return False
-    return two_branches(ms.files[ms.file_of(a[k].cls)].lines, m.stmts[i], m.stmts[j])
-
-
-def two_branches(lines: list[str], first, second) -> bool:
-    """Statements `first` and `second` (in that order, one method) lie in two branches of one
-    if/elif/else: an `else` / `elif` line less indented than `first` lies between them."""
-    indent = len(first.indent)
-    for line in lines[first.end:second.start - 1]:
-        text = line.strip()
-        if text.startswith(("else", "elif")) and len(line) - len(line.lstrip()) < indent:
-            return True
-    return False
+    return exclusive(m, i, j) is not None
 
 
 def repeated(ms: ModelSource, events: list[Event], pl: Placement) -> str | None:
@@ -88,7 +82,7 @@ def repeated(ms: ModelSource, events: list[Event], pl: Placement) -> str | None:
     if not chains:
         return None
     first = next((c for c in chains if c == tuple(pl.callers[:-1])), chains[0])
-    again = [c for c in chains if c != first and not _exclusive(ms, first, c)]
+    again = [c for c in chains if c != first and not exclusive_paths(ms, first, c)]
     if not again:
         return None
 
@@ -109,10 +103,14 @@ def target_runs(events: list[Event], t_idx: int) -> list[int]:
             and object_path(e.path, len(e.path)) == obj]
 
 
-def runs_note(events: list[Event], t_idx: int) -> str | None:
+def runs_note(events: list[Event], t_idx: int, ms: ModelSource | None = None) -> str | None:
     """A plan note when the target runs more than once per step: it is prefetched once, before
-    its first run (None when it runs once)."""
+    its first run (None when it runs once). Runs on exclusive paths (`ms` given: two arms of
+    one `if`) are one run each way, not a repeat."""
     runs = target_runs(events, t_idx)
+    if ms is not None:
+        first = events[runs[0]].path if runs else ()
+        runs = runs[:1] + [i for i in runs[1:] if not exclusive_paths(ms, first, events[i].path)]
     if len(runs) < 2:
         return None
     t = events[t_idx]

@@ -53,7 +53,7 @@ def manual_views(ms: ModelSource, mapper: Mapper, roofline, hw, opts: PlanOption
         sig = _signature_of(roofline, t.lin) if roofline is not None and cand is None else None
         m_notes = [pl.note] if pl.note else []
         m_notes += branch_notes(ms, (t.lin.cls, pl.insert.cls))
-        again = runs_note(list(t.events), t.t_idx)
+        again = runs_note(list(t.events), t.t_idx, ms)
         if again:
             m_notes.append(again)
         held = held_calls(ms, list(t.events), pl, t.t_idx)
