@@ -158,3 +158,54 @@ def test_layer_index_call_without_per_layer_pass_is_not_guessed():
     ms = load_model_source(PER_LAYER, cfg, "config.json", tp=2)
     d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
     assert d["PerLayerAttention.qkv_proj"] is None
+
+
+PREFIX_INDEX = FIX.parent / "prefix_index_vllm.py"
+# GENERATED config: 8 heads of 256/8 = 32; per layer kv heads 2 / 4 and MLP width 512 / 384
+PREFIX_CFG = {"hidden_size": 256, "num_attention_heads": 8, "num_hidden_layers": 2,
+              "vocab_size": 1000, "kv_heads": [2, 4], "ffn_sizes": [512, 384]}
+
+
+def test_layer_index_parsed_from_the_prefix_is_read_per_layer():
+    """`int(prefix.split(sep=".")[-1])` in the decoder layer and `int(prefix.split("layers.")[1]
+    .split(".")[0])` in its attention are the layer's index, as `extract_layer_index(prefix)`:
+    each layer's weight is read and the smallest sized. TP 2 by hand: qkv layer 0
+    (8/2 + 2 * 2/2) * 32 = 192, layer 1 (8/2 + 2 * 4/2) * 32 = 256 -> 192 by 256; MLP layer 0
+    512, layer 1 384 -> gate_up 2 * 384 / 2 = 384 by 256, down 256 by 384 / 2 = 192."""
+    ms = load_model_source(PREFIX_INDEX, PREFIX_CFG, "config.json", tp=2)
+    d = {f"{c}.{a}": lin.dims for (c, a), lin in ms.linears.items()}
+    assert d["PrefixAttention.qkv_proj"] == (192, 256)
+    assert d["PrefixAttention.o_proj"] == (256, 128)
+    assert d["PrefixMLP.gate_up_proj"] == (384, 256)
+    assert d["PrefixMLP.down_proj"] == (256, 192)
+
+
+def test_prefix_parsed_index_without_layer_count_is_not_guessed():
+    """No layer count in the config: no per-layer pass, the prefix-parsed index has no value
+    and the per-layer weights stay unsized, naming what is missing."""
+    cfg = {k: v for k, v in PREFIX_CFG.items() if k != "num_hidden_layers"}
+    ms = load_model_source(PREFIX_INDEX, cfg, "config.json", tp=2)
+    lin = ms.linears[("PrefixMLP", "gate_up_proj")]
+    assert lin.dims is None and "intermediate_size" in lin.error
+
+
+@pytest.mark.parametrize("code, index", [
+    ('int(prefix.split(".")[-1])', True),
+    ('int(prefix.split(sep=".")[-1])', True),
+    ('int(prefix.rsplit(".", 1)[1])', True),
+    ('int(prefix.split("layers.")[1].split(".")[0])', True),
+    ("extract_layer_index(prefix)", True),
+    ("utils.extract_layer_index(prefix)", True),
+    ('int(prefix)', False),                         # no split: not a parsed segment
+    ('int(name.split(".")[-1])', False),            # not the module prefix parameter
+    ('float(prefix.split(".")[-1])', False),
+    ('int(prefix.strip(".")[-1])', False),
+    ('int(prefix.split(".")[-1], 16)', False),
+])
+def test_which_calls_are_the_layer_index(code, index):
+    import libcst as cst
+
+    from cannbot_prefetch.policy import Policy
+    from cannbot_prefetch.mapping.evaluate.serving import ServingLayers
+    serving = ServingLayers.of(Policy.load().serving_layers)
+    assert serving.is_layer_index(cst.parse_expression(code)) is index

@@ -262,6 +262,9 @@ class Env:
         if fn.endswith(".get") and args and self.eval(node.func.value) is _CONFIG:  # type: ignore[attr-defined]
             key = self.eval(args[0].value)
             return self.cfg(key, self.eval(args[1].value) if len(args) > 1 else None)
+        if self.ms.layer_index is not None and self.ms.serving.is_layer_index(node):
+            return self.ms.layer_index     # vLLM: `extract_layer_index(prefix)`, `int(prefix.
+            #                                split(".")[-1])`: the per-layer pass's layer
         if fn in ("int", "max", "min", "len", "sum", "divide", "math.ceil", "divide_and_round"):
             vals = [self.eval(a.value) for a in args]
             if fn == "divide":
@@ -273,8 +276,6 @@ class Env:
             return f(*vals) if fn not in ("sum", "len") else f(vals[0])
         if fn == "isinstance" and len(args) == 2:
             return self._isinstance(args[0].value, args[1].value)
-        if fn in self.ms.serving.layer_index_calls and self.ms.layer_index is not None:
-            return self.ms.layer_index     # vLLM: `layer_idx = extract_layer_index(prefix)`
         if fn in ("get_tensor_model_parallel_world_size", "get_tp_group().world_size"):
             return self.ms.tp
         if fn and "." not in fn and fn not in self.local:

@@ -103,11 +103,10 @@ def _layer_indexed(ms: ModelSource) -> bool:
     """Whether any constructor in the source takes a layer index (its shapes may then be read
     per layer, by it or by a submodule it hands a per-layer value to)."""
     if ms.layer_indexed is None:
-        calls = ms.serving.layer_index_calls
         ms.layer_indexed = any(LAYER_INDEX.fullmatch(p) for _, info in ms.classes.values()
                                for p in (info.methods["__init__"].params
                                          if "__init__" in info.methods else ())) or any(
-            (dotted(c.func) or "").split(".")[-1] in calls for cls in ms.classes
+            ms.serving.is_layer_index(c) for cls in ms.classes
             for st in init_statements(ms, cls) for c in calls_in(st.node))
     return ms.layer_indexed
 

@@ -28,6 +28,8 @@ class ServingLayers:
     layer_list_calls: Mapping[str, tuple[str, int]] = None  # type: ignore[assignment]
     #                                    vLLM `make_layers(n, layer_fn, prefix)`: the factory
     #                                    argument's (name, position)
+    layer_prefix_params: frozenset[str] = frozenset()  # `int(prefix.split(".")[-1])`: the
+    #                                    names a layer index is parsed from
 
     @classmethod
     def of(cls, table: Mapping[str, Any]) -> "ServingLayers":
@@ -39,7 +41,24 @@ class ServingLayers:
                    frozenset(table.get("layer_index_calls", ())),
                    frozenset(table.get("position_args", ())), (w13, w2),
                    {k: (v["factory"], int(v["position"]))
-                    for k, v in (table.get("layer_list_calls") or {}).items()})
+                    for k, v in (table.get("layer_list_calls") or {}).items()},
+                   frozenset(table.get("layer_prefix_params", ())))
+
+    def is_layer_index(self, node: cst.BaseExpression) -> bool:
+        """Whether `node` asks for the layer's own index: `extract_layer_index(prefix)` or the
+        prefix's number parsed in place, `int(prefix.split(".")[-1])` (any chain of `.split` /
+        `.rsplit` calls and subscripts of a `layer_prefix_params` name, inside `int(...)`)."""
+        if not isinstance(node, cst.Call):
+            return False
+        fn = node.func
+        name = fn.value if isinstance(fn, cst.Name) else \
+            fn.attr.value if isinstance(fn, cst.Attribute) else ""
+        if name in self.layer_index_calls:
+            return True
+        if not (isinstance(fn, cst.Name) and fn.value == "int" and len(node.args) == 1
+                and node.args[0].keyword is None and not node.args[0].star):
+            return False
+        return _parses_prefix(node.args[0].value, self.layer_prefix_params)
 
     def kind_of(self, ctor: str) -> str | None:
         """The layer's kind (column, row, qkv, fused_moe, ...), None when it is not a serving
@@ -67,6 +86,20 @@ class ServingLayers:
         `input_ids`, `positions`), not batch-first [B, S, ...]."""
         layers = self.table["layers"]
         return any(lin.ctor in layers or lin.ctor == "FusedMoE" for lin in linears.values())
+
+
+def _parses_prefix(node: cst.BaseExpression, names: frozenset[str]) -> bool:
+    """`prefix.split(".")[-1]`, `prefix.rsplit(".", 1)[1]`, `prefix.split("layers.")[1].split(".")
+    [0]`: subscripts and `.split` / `.rsplit` calls down to a name of `names`, one split at least."""
+    split = False
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("split", "rsplit"):
+            node, split = node.func.value, True
+        else:
+            return split and isinstance(node, cst.Name) and node.value in names
 
 
 def arg(call: cst.Call, spec: list) -> cst.BaseExpression | None:
