@@ -66,6 +66,43 @@ class ToyAttention(nn.Module):
         return qkv
 
 
+class OptionalKvAttention(nn.Module):
+    def __init__(self, embed_dim: int, num_heads: int, num_kv_heads: int | None = None,
+                 prefix: str = ""):
+        super().__init__()
+        self.qkv_proj = QKVParallelLinear(hidden_size=embed_dim,
+                                          head_size=embed_dim // num_heads,
+                                          total_num_heads=num_heads,
+                                          total_num_kv_heads=num_kv_heads,
+                                          bias=True, prefix=f"{prefix}.qkv_proj")
+
+    def forward(self, hidden_states):
+        qkv, _ = self.qkv_proj(hidden_states)
+        return qkv
+
+
+class ToySubLayer(nn.Module):
+    def __init__(self, config, prefix: str = ""):
+        super().__init__()
+        self.qkv_proj = QKVParallelLinear(config.d_model, config.d_model // config.heads,
+                                          config.heads, getattr(config, "kv_heads", None),
+                                          bias=False, prefix=f"{prefix}.qkv_proj")
+
+    def forward(self, hidden_states):
+        qkv, _ = self.qkv_proj(hidden_states)
+        return qkv
+
+
+class ToyWrapper(nn.Module):
+    def __init__(self, *, vllm_config: VllmConfig, prefix: str = ""):
+        super().__init__()
+        config = vllm_config.model_config.hf_config
+        self.sub = ToySubLayer(config.decoder, prefix=f"{prefix}.sub")
+
+    def forward(self, hidden_states):
+        return self.sub(hidden_states)
+
+
 class ToyDecoderLayer(nn.Module):
     def __init__(self, vllm_config: VllmConfig, prefix: str = ""):
         super().__init__()
@@ -73,6 +110,9 @@ class ToyDecoderLayer(nn.Module):
         layer_idx = extract_layer_index(prefix)
         self.self_attn = ToyAttention(config.hidden_size, config.num_attention_heads,
                                       config.num_attention_groups, prefix=f"{prefix}.self_attn")
+        self.cross = OptionalKvAttention(config.hidden_size, config.num_attention_heads,
+                                         num_kv_heads=getattr(config, "cross_kv_heads", None),
+                                         prefix=f"{prefix}.cross")
         self.mlp = ToyMLP(config.hidden_size, config.intermediate_size, prefix=f"{prefix}.mlp")
         self.moe = ToyMLP(config.hidden_size, config.moe_intermediate_size,
                           prefix=f"{prefix}.moe")
@@ -165,3 +205,24 @@ def test_a_missing_key_passed_as_an_argument_is_named(tmp_path):
     ms = _source(tmp_path, model_type="llama")       # llama maps no num_attention_groups
     lin = ms.linears[("ToyAttention", "qkv_proj")]
     assert lin.dims is None and "num_attention_groups" in lin.error, lin.error
+
+
+@pytest.mark.parametrize("over, out", [
+    ({}, (4 + 4 + 4) * 16),                 # None: vLLM's QKVParallelLinear uses the 4 heads
+    ({"cross_kv_heads": 1}, (4 + 1 + 1) * 16),
+])
+def test_kv_heads_passed_as_none_are_the_heads(tmp_path, over, out):
+    ms = _source(tmp_path, **over)
+    lin = ms.linears[("OptionalKvAttention", "qkv_proj")]
+    assert lin.dims == (out, 64), lin.error
+
+
+@pytest.mark.parametrize("decoder, out", [
+    ({"d_model": 32, "heads": 4}, (4 + 4 + 4) * 8),      # no kv_heads in the sub-config: 4
+    ({"d_model": 32, "heads": 4, "kv_heads": 1}, (4 + 1 + 1) * 8),
+])
+def test_getattr_on_a_sub_config_with_a_none_default(tmp_path, decoder, out):
+    """`getattr(config, "kv_heads", None)` where `config` is the sub-config `config.decoder`
+    (vLLM's nemotron_parse3_5 MBart decoder); head_dim 32 / 4 = 8."""
+    lin = _source(tmp_path, decoder=decoder).linears[("ToySubLayer", "qkv_proj")]
+    assert lin.dims == (out, 32), lin.error

@@ -259,6 +259,9 @@ class Env:
                 except MissingKey:
                     return self.eval(args[2].value)
             return self.cfg(key)
+        if fn == "getattr" and len(args) > 2 and isinstance(self.eval(args[0].value), dict):
+            sub, key = self.eval(args[0].value), self.eval(args[1].value)   # a sub-config
+            return sub[key] if key in sub else self.eval(args[2].value)
         if fn.endswith(".get") and args and self.eval(node.func.value) is _CONFIG:  # type: ignore[attr-defined]
             key = self.eval(args[0].value)
             return self.cfg(key, self.eval(args[1].value) if len(args) > 1 else None)
