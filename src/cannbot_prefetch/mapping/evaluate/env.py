@@ -390,25 +390,22 @@ def exec_assign(env: Env, s: Stmt) -> None:
 
 def settle(env: Env, node: cst.CSTNode | None = None) -> None:
     """Close each undecided `if` chain `node` lies outside of (None: the end of the body). A
-    name one of its live branches assigns has the value of whichever branch the config takes,
-    which the evaluator cannot tell: unknown afterwards, with why (`self.use_moe = False` then
-    `if is_moe(layer_idx): self.use_moe = True` is neither False nor True for every layer).
-    Inside the branch the assigned value holds, as on the path that runs it."""
+    `self.X` one of its live branches assigns has the value of whichever branch the config
+    takes, which the evaluator cannot tell: unknown afterwards, with why (`self.use_moe = False`
+    then `if is_moe(layer_idx): self.use_moe = True` is neither False nor True for every layer).
+    Inside the branch the assigned value holds, as on the path that runs it. Locals keep their
+    last value: a submodule's arguments are read from its parent's final locals, which is the
+    value at a build site inside the branch (deepseek_v2's shared expert, `intermediate_size =
+    moe_intermediate_size * n_shared_experts` under an undecided `else:`)."""
     stack = env.__dict__.get("open_ifs")
     while stack and (node is None or id(node) not in stack[-1][1]):
         live, _ids, test = stack.pop()
         why = f"assigned under `if {test}`, which the config does not decide"
         for target in _assigned(live):
-            if isinstance(target, cst.Name):
-                env.local.pop(target.value, None)
-                failed = env.__dict__.get("failed")
-                if failed is not None:
-                    failed[target.value] = why
-            else:
-                d = dotted(target) or ""
-                if d.startswith("self.") and d.count(".") == 1:
-                    env.self_vals.pop(d[5:], None)
-                    env.__dict__.setdefault("unknown", {})[d[5:]] = why
+            d = (dotted(target) or "") if isinstance(target, cst.Attribute) else ""
+            if d.startswith("self.") and d.count(".") == 1:
+                env.self_vals.pop(d[5:], None)
+                env.__dict__.setdefault("unknown", {})[d[5:]] = why
 
 
 def _statements(node: cst.If, dead: set[int]) -> list[cst.CSTNode]:
