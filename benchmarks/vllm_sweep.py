@@ -346,7 +346,27 @@ def targets(src: Path, follow: bool = True, only_own: bool = False) -> dict[str,
                 **_local_classes(body_file)}
             for node in ast.walk(fn):
                 _record(out, cls.name, node, classes)
-    return out
+    return {k: _kv_param(tree, k.split(".")[0], v) for k, v in out.items()}
+
+
+def _kv_param(tree: ast.Module, owner: str, layer: str) -> str:
+    """A QKV whose kv-head count is a parameter: `.../kv-or-heads:KEY` when every call of the
+    owner class in the file that passes that parameter passes `getattr(config, "KEY", None)` (vLLM's
+    QKVParallelLinear makes None the head count: nemotron_parse3_5's
+    `num_kv_heads=getattr(config, "self_attention_kv_heads", None)`), else plain."""
+    if "/kv-param:" not in layer:
+        return layer
+    name = layer.split("/kv-param:", 1)[1]
+    keys = {None if not (isinstance(k.value, ast.Call) and ast.unparse(k.value.func) == "getattr"
+                         and len(k.value.args) == 3
+                         and isinstance(k.value.args[1], ast.Constant)
+                         and isinstance(k.value.args[2], ast.Constant)
+                         and k.value.args[2].value is None) else k.value.args[1].value
+            for n in ast.walk(tree) if isinstance(n, ast.Call) and _callee(n) == owner
+            for k in n.keywords if k.arg == name}
+    if len(keys) == 1 and None not in keys:
+        return f"QKVParallelLinear/kv-or-heads:{keys.pop()}"
+    return "QKVParallelLinear"
 
 
 def _record(out: dict[str, str], owner: str, node: ast.AST,
@@ -378,6 +398,12 @@ def _record(out: dict[str, str], owner: str, node: ast.AST,
     elif layer == "QKVParallelLinear" and len(node.value.args) < 4 and not any(
             k.arg == "total_num_kv_heads" for k in node.value.keywords):
         out.setdefault(f"{owner}.{t.attr}", "QKVParallelLinear/no-kv")  # kv = heads
+    elif layer == "QKVParallelLinear" and isinstance(kv_arg := (
+            node.value.args[3] if len(node.value.args) > 3 else next(
+                (k.value for k in node.value.keywords if k.arg == "total_num_kv_heads"),
+                None)), ast.Name):
+        # kv heads handed in by a parameter: resolved by `targets` at the build sites
+        out.setdefault(f"{owner}.{t.attr}", f"QKVParallelLinear/kv-param:{kv_arg.id}")
     elif layer in LINEAR_LAYERS:
         out.setdefault(f"{owner}.{t.attr}", layer)
     elif layer in MOE_LAYERS:
@@ -545,6 +571,12 @@ def decoder_family(tg: dict[str, str], built: dict[str, str] | None = None) -> b
     return any(is_attention(k) for k in own) and any(not is_attention(k) for k in own)
 
 
+def _holds(cfg: dict, key: str) -> bool:
+    """Whether the config or one of its sub-configs has `key` set (not None)."""
+    return cfg.get(key) is not None or any(
+        isinstance(v, dict) and _holds(v, key) for v in cfg.values())
+
+
 def expected_dims(attr: str, layer: str, cfg: dict | None = None) -> tuple[int, ...] | None:
     """vLLM's per-rank split at TP 2 (moe TP 2) for the canonical names, from TINY. The attention
     reads its width from `attention_hidden_size` when the family's config has one (vLLM's
@@ -559,7 +591,9 @@ def expected_dims(attr: str, layer: str, cfg: dict | None = None) -> tuple[int, 
         hd = cfg.get("attention_head_dim") or hd
     name = attr.split(".")[-1]
     if name == "qkv_proj" and layer.startswith("QKVParallelLinear"):
-        kv = heads if layer.endswith("no-kv") else kv
+        if layer.endswith("no-kv") or ("/kv-or-heads:" in layer and not _holds(
+                cfg, layer.split("/kv-or-heads:", 1)[1])):
+            kv = heads         # absent, or None from a key the config lacks: the head count
         q = 2 * heads if layer.endswith("gated") else heads
         return ((q // TP + 2 * max(kv // TP, 1)) * hd, width if isinstance(width, int) else h)
     if name == "o_proj" and layer == "RowParallelLinear":

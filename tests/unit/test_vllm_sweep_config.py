@@ -159,3 +159,34 @@ def test_done_when_counts_verified_families_and_groups_failures(sweep):
         "build/run: AttributeError: x has no y": ["b", "c"],
         "check failed: fires": ["e"],
         "not planned+applied (verify not run)": ["d"]}
+
+
+KV_MODEL = '''# GENERATED for tests/unit/test_vllm_sweep_config.py, in vLLM's style
+class OptAttention(nn.Module):
+    def __init__(self, dim, heads, kv_heads=None, prefix=""):
+        super().__init__()
+        self.qkv_proj = QKVParallelLinear(hidden_size=dim, head_size=dim // heads,
+                                          total_num_heads=heads, total_num_kv_heads=kv_heads)
+
+
+class OptLayer(nn.Module):
+    def __init__(self, config, prefix=""):
+        super().__init__()
+        self.self_attn = OptAttention(config.hidden_size, config.num_attention_heads,
+                                      kv_heads=getattr(config, "opt_kv_heads", None))
+'''
+
+
+@pytest.mark.parametrize("cfg, want", [
+    # TINY: hidden 256, 8 heads of 32, 4 kv heads, TP 2; the key absent: kv = 8 heads,
+    # (8/2 + 2 x 8/2) x 32 = 384
+    ({}, (384, 256)),
+    # the key set (in a sub-config too): TINY's 4 kv heads, (8/2 + 2 x 4/2) x 32 = 256
+    ({"decoder": {"opt_kv_heads": 4}}, (256, 256)),
+])
+def test_kv_heads_passed_as_getattr_none_expect_the_head_count(sweep, tmp_path, cfg, want):
+    f = tmp_path / "opt.py"
+    f.write_text(KV_MODEL)
+    layer = sweep.targets(f)["OptAttention.qkv_proj"]
+    assert layer == "QKVParallelLinear/kv-or-heads:opt_kv_heads"
+    assert sweep.expected_dims("OptAttention.qkv_proj", layer, cfg) == want

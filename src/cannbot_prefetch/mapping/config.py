@@ -64,11 +64,15 @@ def config_aliases(folder: Path, model_type: Any = None) -> dict[str, str]:
     files = sorted(folder.glob("configuration_*.py"))
     if not files and isinstance(model_type, str) and model_type.isidentifier():
         spec = importlib.util.find_spec("transformers")
+        models = Path(spec.origin).parent / "models" if spec is not None and spec.origin \
+            else None
         parts = model_type.split("_")
-        for k in range(len(parts), 0, -1):     # dots3_note_text -> dots3_note
-            name = "_".join(parts[:k])
-            cand = Path(spec.origin).parent / "models" / name / f"configuration_{name}.py" \
-                if spec is not None and spec.origin else None
+        special = _special_modules(models).get(model_type) if models is not None else None
+        for name in ([special] if special else []) + [
+                "_".join(parts[:k]) for k in range(len(parts), 0, -1)]:
+            # the module transformers names for the type (step3p5 -> step3p7), then
+            # dots3_note_text -> dots3_note
+            cand = models / name / f"configuration_{name}.py" if models is not None else None
             if cand is not None and cand.is_file():
                 files = [cand]
                 break
@@ -98,3 +102,28 @@ def config_aliases(folder: Path, model_type: Any = None) -> dict[str, str]:
             for k, v in amap.items():
                 (exact if mine else out).setdefault(k, v)
     return {**out, **exact}       # the config class of this model_type first
+
+
+# transformers' table of model types whose config lives in a module of another name
+# (`models/auto/auto_mappings.py` in transformers 5, `configuration_auto.py` before it)
+SPECIAL_TABLE = "SPECIAL_MODEL_TYPE_TO_MODULE_NAME"
+
+
+def _special_modules(models: Path) -> dict[str, str]:
+    """transformers' model type -> module name exceptions (`"step3p5": "step3p7"`), read from
+    its auto-mapping source (never imported); {} when the table is not found."""
+    import ast
+
+    for f in (models / "auto" / "auto_mappings.py", models / "auto" / "configuration_auto.py"):
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, OSError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and node.targets[0].id == SPECIAL_TABLE:
+                return {el.elts[0].value: el.elts[1].value for el in ast.walk(node.value)
+                        if isinstance(el, ast.Tuple) and len(el.elts) == 2 and
+                        all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                            for e in el.elts)}
+    return {}

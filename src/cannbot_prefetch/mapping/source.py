@@ -82,6 +82,7 @@ class ModelSource:
     switch_name: str = "enable_prefetch"      # the plan's switch: on wherever a prefetch runs
     layer_index: int | None = None            # evaluate/: the layer a per-layer shape is read for
     layer_indexed: bool | None = None         # evaluate/: some constructor takes a layer index
+    layer_envs: dict[int, dict] = field(default_factory=dict)   # evaluate/static.py's per layer
 
     def file_of(self, cls: str) -> str:
         return self.classes[cls][0]

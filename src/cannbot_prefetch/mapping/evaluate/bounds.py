@@ -33,6 +33,9 @@ MAX_HELPER_DEPTH = 4
 # code (no loops), so this bounds its size; vLLM 0.34's longest shape helper runs 7
 # (qwen3_dflash.py `_get_dflash_fc_input_size`), transformers' run one
 MAX_HELPER_STATEMENTS = 64
+# the most layers a per-layer shape or condition is read for (one evaluation of the layer's
+# __init__ per layer; a deeper stack is read as "not decided")
+MAX_LAYERS = 512
 # what an evaluation may raise on odd source: the attribute is then "not evaluable"
 EVAL_ERRORS = (Unsupported, TypeError, ArithmeticError, ValueError, AttributeError, KeyError,
                IndexError, RecursionError)

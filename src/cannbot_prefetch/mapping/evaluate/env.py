@@ -114,11 +114,13 @@ class Env:
                     continue
                 try:
                     self.local[name] = parent_env.eval(a.value)
-                except Exception:
+                except Exception as exc:
                     # passed but not evaluable: the default is not its value
                     # (`if x is None:` must not pick the default's branch)
                     if name in from_default:
                         del self.local[name]
+                    if isinstance(exc, MissingKey):   # a use names the key the config lacks
+                        self.missing[name] = exc.key
 
     def name(self, n: str) -> Any:
         if n in self.local:
@@ -222,6 +224,10 @@ class Env:
             return out
         if isinstance(node, cst.Call):
             return self.call(node)
+        if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+            value = self.eval(node.value)        # `(x := getattr(config, "x", None))`
+            self.local[node.target.value] = value
+            return value
         if isinstance(node, cst.IfExp):
             return self.eval(node.body) if self.eval(node.test) else self.eval(node.orelse)
         if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
@@ -259,6 +265,9 @@ class Env:
                 return True
             except MissingKey:
                 return False
+        if fn == "getattr" and len(args) > 2 and isinstance(self.eval(args[0].value), dict):
+            sub, key = self.eval(args[0].value), self.eval(args[1].value)   # a sub-config
+            return sub[key] if key in sub else self.eval(args[2].value)
         if fn.endswith(".get") and args and self.eval(node.func.value) is _CONFIG:  # type: ignore[attr-defined]
             key = self.eval(args[0].value)
             return self.cfg(key, self.eval(args[1].value) if len(args) > 1 else None)
@@ -333,6 +342,7 @@ def init_env(ms: ModelSource, cls: str, depth: int = 0, site_key=None) -> Env | 
     init = ms.method(cls, "__init__")
     for s in init_statements(ms, cls) if init is not None else []:
         exec_assign(env, s)
+    settle(env)
     cache[key] = env
     return env
 
@@ -342,8 +352,14 @@ def exec_assign(env: Env, s: Stmt) -> None:
     dead = env.__dict__.setdefault("dead", set())
     if id(node) in dead:
         return
+    settle(env, node)
     if isinstance(node, cst.If):
-        dead.update(id(n) for n in _untaken(env, node))
+        ruled_out, decided = _untaken(env, node)
+        dead.update(id(n) for n in ruled_out)
+        if not decided:
+            live = _statements(node, dead)
+            env.__dict__.setdefault("open_ifs", []).append(
+                (live, {id(n) for n in live}, code_of(node.test)))
         return
     if not isinstance(node, cst.SimpleStatementLine):
         return
@@ -379,17 +395,59 @@ def exec_assign(env: Env, s: Stmt) -> None:
                 env.__dict__.get("unknown", {}).pop(d[5:], None)
 
 
+def settle(env: Env, node: cst.CSTNode | None = None) -> None:
+    """Close each undecided `if` chain `node` lies outside of (None: the end of the body). A
+    `self.X` one of its live branches assigns has the value of whichever branch the config
+    takes, which the evaluator cannot tell: unknown afterwards, with why (`self.use_moe = False`
+    then `if is_moe(layer_idx): self.use_moe = True` is neither False nor True for every layer).
+    Inside the branch the assigned value holds, as on the path that runs it. Locals keep their
+    last value: a submodule's arguments are read from its parent's final locals, which is the
+    value at a build site inside the branch (deepseek_v2's shared expert, `intermediate_size =
+    moe_intermediate_size * n_shared_experts` under an undecided `else:`)."""
+    stack = env.__dict__.get("open_ifs")
+    while stack and (node is None or id(node) not in stack[-1][1]):
+        live, _ids, test = stack.pop()
+        why = f"assigned under `if {test}`, which the config does not decide"
+        for target in _assigned(live):
+            d = (dotted(target) or "") if isinstance(target, cst.Attribute) else ""
+            if d.startswith("self.") and d.count(".") == 1:
+                env.self_vals.pop(d[5:], None)
+                env.__dict__.setdefault("unknown", {})[d[5:]] = why
+
+
+def _statements(node: cst.If, dead: set[int]) -> list[cst.CSTNode]:
+    """Every statement under an `if` chain (nested ones included) not ruled out."""
+    out: list[cst.CSTNode] = []
+    _Statements(out).visit_all(node)
+    return [n for n in out if n is not node and id(n) not in dead]
+
+
+def _assigned(stmts: list[cst.CSTNode]) -> list[cst.BaseExpression]:
+    """The targets of the plain and annotated assignments among `stmts`."""
+    out = []
+    for node in stmts:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Assign):
+                    out += [t.target for t in small.targets]
+                elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                    out.append(small.target)
+    return out
+
+
 # what an `if` test may evaluate to for the branch to be decided (not a config object)
 _DECIDABLE = (bool, int, float, str, type(None), list, tuple, dict)
 
 
-def _untaken(env: Env, node: cst.If) -> list[cst.CSTNode]:
+def _untaken(env: Env, node: cst.If) -> tuple[list[cst.CSTNode], bool]:
     """The statements of the branches of an `if`/`elif`/`else` chain the evaluated tests rule
     out (`if intermediate_size is None: ... else: self.X = intermediate_size` with the
-    argument not passed runs only the first: the last assignment of both is not the value).
-    A test it cannot evaluate keeps that branch and every later one."""
+    argument not passed runs only the first: the last assignment of both is not the value),
+    and whether the tests decide which branch runs. A test it cannot evaluate keeps that
+    branch and every later one."""
     ruled_out: list[cst.CSTNode] = []
     cur: cst.If | cst.Else | None = node
+    decided = False
     while isinstance(cur, cst.If):
         try:
             test = env.eval(cur.test)
@@ -400,13 +458,16 @@ def _untaken(env: Env, node: cst.If) -> list[cst.CSTNode]:
         if test:
             if cur.orelse is not None:
                 ruled_out.append(cur.orelse)
+            decided = True
             break
         ruled_out.append(cur.body)
         cur = cur.orelse
+    else:
+        decided = True          # every test false: the `else` (or nothing) runs
     out: list[cst.CSTNode] = []
     for branch in ruled_out:
         _Statements(out).visit_all(branch)
-    return out
+    return out, decided
 
 
 class _Statements(cst.CSTVisitor):

@@ -254,15 +254,21 @@ def _run(env: Env, block) -> tuple[bool, Any]:
                 continue                     # pass, a docstring
             target = small.targets[0].target if isinstance(small, cst.Assign) else small.target
             name = target.value
+            try:     # the value first: it may read the name's old value (`x = [*x, *y]`)
+                value, why, key = env.eval(small.value), None, None
+            except MissingKey as exc:
+                value, why, key = None, None, exc.key
+            except EVAL_ERRORS as exc:
+                value, why, key = None, str(exc) or type(exc).__name__, None
             env.local.pop(name, None)
             env.missing.pop(name, None)
             env.failed.pop(name, None)
-            try:
-                env.local[name] = env.eval(small.value)
-            except MissingKey as exc:
-                env.missing[name] = exc.key
-            except EVAL_ERRORS as exc:
-                env.failed[name] = str(exc) or type(exc).__name__
+            if key is not None:
+                env.missing[name] = key
+            elif why is not None:
+                env.failed[name] = why
+            else:
+                env.local[name] = value
     return False, None
 
 

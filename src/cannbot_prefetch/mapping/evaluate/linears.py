@@ -16,7 +16,7 @@ import libcst as cst
 from ...pysource import code_of, dotted
 from ...roofline.shapes import dtype_bytes
 from ..roles import shard_experts, shard_linear
-from .bounds import EVAL_ERRORS, MissingKey
+from .bounds import EVAL_ERRORS, MAX_LAYERS, MissingKey
 from ..init_body import init_statements
 from .env import LAYER_INDEX, Env, bind_args, exec_assign, init_env
 from .registered import registered_weights
@@ -121,7 +121,7 @@ def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:
     saved = ms.init_envs
     per: dict = {k: [] for k in unknown}
     try:
-        for i in range(min(n, 512)):
+        for i in range(min(n, MAX_LAYERS)):
             ms.layer_index, ms.init_envs = i, {}
             got = _scan_once(ms, cls, file, init)
             for k in unknown:
@@ -130,7 +130,7 @@ def _per_layer(ms: ModelSource, cls: str, file: str, init, unknown) -> dict:
     finally:
         ms.layer_index, ms.init_envs = None, saved
     return {k: min(v, key=lambda lin: math.prod(lin.dims)) for k, v in per.items()
-            if len(v) == min(n, 512)}
+            if len(v) == min(n, MAX_LAYERS)}
 
 
 def _scan_once(ms: ModelSource, cls: str, file: str, init, site=None) -> dict:

@@ -135,7 +135,10 @@ def linear_dims(table: Mapping[str, Any], ctor: str, call: cst.Call,
         hd = int(ev(arg(call, spec["head"])))
         heads = int(ev(arg(call, spec["heads"])))
         kvn = arg(call, spec["kv_heads"])
-        kv = int(opt(kvn)) if kvn is not None else heads
+        kv = opt(kvn) if kvn is not None else None
+        # None (absent or passed as None: `getattr(config, "kv_heads", None)`) is the layer's
+        # own default, as many kv heads as heads (vLLM 0.34 linear.py QKVParallelLinear)
+        kv = heads if kv is None else int(kv)
         vhd = _maybe(opt, arg(call, spec["v_head"]))
         vhd = int(vhd) if isinstance(vhd, int) else hd
         kv_rank = max(kv // tp, 1)          # fewer kv heads than ranks: each rank holds a replica

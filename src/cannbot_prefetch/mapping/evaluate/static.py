@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from .bounds import EVAL_ERRORS, MissingKey
-from .env import Env, exec_assign, init_env
+from .bounds import EVAL_ERRORS, MAX_LAYERS, MissingKey
+from .env import Env, exec_assign, init_env, settle
+from .linears import LAYER_COUNT_KEYS, _layer_indexed
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..source import ModelSource
@@ -33,6 +34,7 @@ def derived_attrs(ms: ModelSource, cls: str) -> dict[str, Any]:
                 pass
     for s in init.stmts:
         exec_assign(env, s)
+    settle(env)
     return env.self_vals
 
 
@@ -60,7 +62,33 @@ def _phase_names(test: cst.BaseExpression, switch: str = "enable_prefetch") -> d
 def static_truth(ms: ModelSource, cls: str, site_key, test: cst.BaseExpression) -> bool | None:
     """The value of a condition that only reads the instance's __init__ values, the config and
     the decode-inference phase (`if self.is_cross_attention:`, `if is_prefill:`), or None when
-    it depends on anything else. Attributes a parent sets after construction are not seen."""
+    it depends on anything else. Attributes a parent sets after construction are not seen.
+    A condition that reads a per-layer value (`self.use_moe` set under
+    `if is_moe_layer(config, layer_idx)`) is read for every layer: the same value on each is
+    its value, different values are None (the branch runs on some layers)."""
+    v = _truth(ms, cls, site_key, test)
+    if v is not None or ms.layer_index is not None or not _layer_indexed(ms):
+        return v
+    n = next((ms.config[k] for k in LAYER_COUNT_KEYS if isinstance(ms.config.get(k), int)), 0)
+    seen: set[bool] = set()
+    saved = ms.init_envs
+    try:
+        for i in range(min(n, MAX_LAYERS)):
+            ms.layer_index = i
+            ms.init_envs = ms.layer_envs.setdefault(i, {})   # each layer's envs, kept
+            v = _truth(ms, cls, site_key, test)
+            if v is None:
+                return None        # undecided on one layer (a runtime value): undecided
+            seen.add(v)
+            if len(seen) > 1:
+                return None
+    finally:
+        ms.layer_index, ms.init_envs = None, saved
+    return seen.pop() if len(seen) == 1 and n <= MAX_LAYERS else None
+
+
+def _truth(ms: ModelSource, cls: str, site_key, test: cst.BaseExpression) -> bool | None:
+    """`static_truth` for the layer `ms.layer_index` names (None: what every layer shares)."""
     base = init_env(ms, cls, 0, site_key)
     if base is None:
         return None
