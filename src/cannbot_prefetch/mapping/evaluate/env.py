@@ -75,6 +75,16 @@ class Env:
         for p in (*fn.params.params, *fn.params.kwonly_params):
             name = p.name.value
             ann = code_of(p.annotation.annotation) if p.annotation else ""
+            if ms.serving.is_quant_config(ann):
+                # the checkpoint's quantization config, not the model's: None for a checkpoint
+                # whose config.json has no `quantization_config` (vLLM's loader), else unread
+                if "quantization_config" not in ms.config:
+                    self.local[name] = None
+                else:
+                    self.__dict__.setdefault("failed", {})[name] = (
+                        "the checkpoint's quantization config (config.json "
+                        "`quantization_config`) is not read")
+                continue
             if "Config" in ann or name in ("config", "cfg", "model_config"):
                 self.config_names.add(name)
             if p.default is not None and not (name in self.config_names
@@ -265,6 +275,8 @@ class Env:
                 return True
             except MissingKey:
                 return False
+        if fn == "getattr" and len(args) > 2 and self.eval(args[0].value) is None:
+            return self.eval(args[2].value)     # None has no config key: the default
         if fn == "getattr" and len(args) > 2 and isinstance(self.eval(args[0].value), dict):
             sub, key = self.eval(args[0].value), self.eval(args[1].value)   # a sub-config
             return sub[key] if key in sub else self.eval(args[2].value)
@@ -306,6 +318,9 @@ class Env:
         are builtins named as such. A config object, or any other type, is not evaluable."""
         names = [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]
         kinds = []
+        if all(isinstance(n, (cst.Name, cst.Attribute)) for n in names) and \
+                code_of(value) in self.local and self.local[code_of(value)] is None:
+            return False      # None is no instance of a class the file names (`Fp8Config`)
         for n in names:
             if not (isinstance(n, cst.Name) and n.value in _BUILTIN_TYPES) or \
                     n.value in self.local:
@@ -382,12 +397,16 @@ def exec_assign(env: Env, s: Stmt) -> None:
             d = dotted(target) or ""
             if isinstance(target, cst.Name):
                 env.local.pop(target.value, None)
+                if target.value not in env.config_names:    # a use names the first cause
+                    env.__dict__.setdefault("failed", {})[target.value] = \
+                        str(exc) or type(exc).__name__
             elif d.startswith("self.") and d.count(".") == 1:
                 env.self_vals.pop(d[5:], None)
                 env.__dict__.setdefault("unknown", {})[d[5:]] = str(exc) or type(exc).__name__
             continue
         if isinstance(target, cst.Name):
             env.local[target.value] = v
+            env.__dict__.get("failed", {}).pop(target.value, None)
         elif isinstance(target, cst.Attribute):
             d = dotted(target)
             if d and d.startswith("self.") and d.count(".") == 1:

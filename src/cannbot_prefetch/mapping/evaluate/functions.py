@@ -126,9 +126,12 @@ def _helper(name: str, file: str, fn: ast.stmt, lines: list[str]) -> Helper:
 
 
 def _not_straight(block, count: list[int]) -> str:
-    """Why a helper's statements are not straight-line code the evaluator may run ("" when they
-    are): only assignments to plain names, `if`/`elif`/`else`, `assert`, `pass` and `return`,
-    at most MAX_HELPER_STATEMENTS in all (`count` carries the running total)."""
+    """Why a helper is too long to run ("" when it is not): at most MAX_HELPER_STATEMENTS
+    statements in all (`count` carries the running total). What each statement may be is
+    checked when it runs (`_cannot_run`): a statement after a return that is taken, or in a
+    branch not taken, never runs, so it cannot stop the helper (vLLM bailing_moe_v3's padding
+    helper returns its argument unchanged, for an unquantized checkpoint, before its loop-free
+    `alignments.append(...)` lines)."""
     for st in block:
         count[0] += 1
         if count[0] > MAX_HELPER_STATEMENTS:
@@ -136,27 +139,30 @@ def _not_straight(block, count: list[int]) -> str:
         if isinstance(st, cst.If):
             branch: cst.If | cst.Else | None = st
             while branch is not None:
-                why = _not_straight(branch.body.body, count)
+                why = _not_straight(_lines(branch.body), count)
                 if why:
                     return why
                 branch = branch.orelse if isinstance(branch, cst.If) else None
-            continue
-        if not isinstance(st, cst.SimpleStatementLine):
-            return f"a `{type(st).__name__.lower()}` statement (line-by-line code only)"
-        for small in st.body:
-            if isinstance(small, cst.Assign):
-                if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
-                    return "an assignment to something other than one name"
-            elif isinstance(small, cst.AnnAssign):
-                if small.value is None or not isinstance(small.target, cst.Name):
-                    return "an annotation without a value"
-            elif isinstance(small, cst.Return):
-                if small.value is None:
-                    return "a bare `return`"
-            elif not isinstance(small, (cst.Assert, cst.Pass, cst.Expr)) or \
-                    (isinstance(small, cst.Expr) and not isinstance(
-                        small.value, cst.SimpleString | cst.ConcatenatedString)):
-                return f"a `{type(small).__name__.lower()}` statement"
+    return ""
+
+
+def _cannot_run(small) -> str:
+    """Why one simple statement is not straight-line code the evaluator may run ("" when it
+    is): only assignments to one plain name, `assert`, `pass`, a docstring and `return
+    <value>` (a call for its effect, `xs.append(v)`, may change a local: not evaluated)."""
+    if isinstance(small, cst.Assign):
+        if len(small.targets) != 1 or not isinstance(small.targets[0].target, cst.Name):
+            return "an assignment to something other than one name"
+    elif isinstance(small, cst.AnnAssign):
+        if small.value is None or not isinstance(small.target, cst.Name):
+            return "an annotation without a value"
+    elif isinstance(small, cst.Return):
+        if small.value is None:
+            return "a bare `return`"
+    elif not isinstance(small, (cst.Assert, cst.Pass, cst.Expr)) or \
+            (isinstance(small, cst.Expr) and not isinstance(
+                small.value, cst.SimpleString | cst.ConcatenatedString)):
+        return f"a `{type(small).__name__.lower()}` statement"
     return ""
 
 
@@ -223,11 +229,15 @@ def call_helper(env: Env, call: cst.Call, name: str, file: str) -> Any:
 
 
 def _run(env: Env, block) -> tuple[bool, Any]:
-    """Run a straight-line block (checked by `_not_straight`): (returned, value). A local whose
+    """Run a straight-line block (its length checked by `_not_straight`, each statement by
+    `_cannot_run` when it is reached): (returned, value). A local whose
     value is not evaluable is remembered with why (a config key it lacks stays a MissingKey), so
     only a use of it fails; an `if` test must be decided, an `assert` that is decided false
     means this config cannot build the model."""
     for st in block:
+        if not isinstance(st, (cst.If, cst.SimpleStatementLine)):
+            raise Unsupported(f"a `{type(st).__name__.lower()}` statement (line-by-line code "
+                              f"only)")
         if isinstance(st, cst.If):
             branch: cst.If | cst.Else | None = st
             while isinstance(branch, cst.If):
@@ -235,11 +245,14 @@ def _run(env: Env, block) -> tuple[bool, Any]:
                     break
                 branch = branch.orelse
             if branch is not None:
-                found, value = _run(env, branch.body.body)
+                found, value = _run(env, _lines(branch.body))
                 if found:
                     return True, value
             continue
         for small in st.body:
+            why = _cannot_run(small)
+            if why:
+                raise Unsupported(why)
             if isinstance(small, cst.Return):
                 return True, env.eval(small.value)
             if isinstance(small, cst.Assert):
@@ -270,6 +283,13 @@ def _run(env: Env, block) -> tuple[bool, Any]:
             else:
                 env.local[name] = value
     return False, None
+
+
+def _lines(suite) -> list:
+    """A branch's statements, an indented block's or a one-line suite's (`if x: return y`)."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=suite.body)]
+    return list(suite.body)
 
 
 def _decided(env: Env, test, what: str) -> bool:

@@ -6,6 +6,7 @@ run's policy (`policy.serving_layers`) and held by the model source as `ServingL
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -30,6 +31,8 @@ class ServingLayers:
     #                                    argument's (name, position)
     layer_prefix_params: frozenset[str] = frozenset()  # `int(prefix.split(".")[-1])`: the
     #                                    names a layer index is parsed from
+    quant_config_types: frozenset[str] = frozenset()   # `quant_config: QuantizationConfig`:
+    #                                    the checkpoint's quantization config, not the model's
 
     @classmethod
     def of(cls, table: Mapping[str, Any]) -> "ServingLayers":
@@ -42,7 +45,14 @@ class ServingLayers:
                    frozenset(table.get("position_args", ())), (w13, w2),
                    {k: (v["factory"], int(v["position"]))
                     for k, v in (table.get("layer_list_calls") or {}).items()},
-                   frozenset(table.get("layer_prefix_params", ())))
+                   frozenset(table.get("layer_prefix_params", ())),
+                   frozenset(table.get("quant_config_types", ())))
+
+    def is_quant_config(self, annotation: str) -> bool:
+        """Whether a parameter's annotation (`QuantizationConfig | None`) names the checkpoint's
+        quantization config, which a "...Config" annotation would otherwise make the model's."""
+        return bool(self.quant_config_types
+                    & set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", annotation)))
 
     def is_layer_index(self, node: cst.BaseExpression) -> bool:
         """Whether `node` asks for the layer's own index: `extract_layer_index(prefix)` or the
