@@ -61,12 +61,14 @@ def _loop_var(node: cst.For) -> tuple[str | None, cst.BaseExpression]:
     of `islice(it, ...)` (within either), of the module list among `zip(...)`'s arguments (`for kind, layer in zip(self.config.
     layer_types, self.layers)`, ergo): the variable at the list's position."""
     it, target = node.iter, node.target
-    if isinstance(it, cst.Call) and code_of(it.func) == "enumerate" and it.args:
-        it = it.args[0].value
-        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+    while isinstance(it, cst.Call) and it.args and code_of(it.func) in ("enumerate", *_SLICES):
+        # in either order: `enumerate(islice(...))`, `islice(enumerate(self.layers), s, e)`
+        # (vLLM's cohere_compass); islice keeps the elements as they are, some of them
+        if code_of(it.func) == "enumerate":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                break
             target = target.elements[1].value
-    if isinstance(it, cst.Call) and code_of(it.func) in _SLICES and it.args:
-        it = it.args[0].value        # `islice(self.layers, start, end)`: some of its elements
+        it = it.args[0].value
     if isinstance(it, cst.Call) and code_of(it.func) == "zip" and isinstance(target, cst.Tuple):
         args = [a for a in it.args if a.keyword is None]      # `strict=True` is no iterable
         if len(args) == len(target.elements) and not any(a.star for a in args):
@@ -314,4 +316,15 @@ def roots(ms: ModelSource, flat: dict[str, list[Event]] | None = None) -> list[s
         if c not in flat:
             flat[c] = flatten(ms, c)
     out.sort(key=lambda c: (not c.endswith("ForCausalLM"), -len(flat[c])))
-    return out
+    # a serving engine's decoder stack (`make_layers`) whose owner no root's forward reaches (a
+    # wrapper calling `self.language_model.model(...)`, a path the flattener does not follow):
+    # its owner is a root after them, so the layers it runs are still planned where they run
+    reached = {h.cls for c in out for e in flat[c] for h in e.path}
+    late = sorted({owner for owner, _ in ms.built_stacks
+                   if owner not in reached and owner not in out and owner in ms.classes
+                   and ms.method(owner, "forward") is not None
+                   and ms.file_of(owner) in ms.primary})
+    for c in late:
+        if c not in flat:
+            flat[c] = flatten(ms, c)
+    return out + late

@@ -65,6 +65,7 @@ class ModelSource:
     linears: dict[tuple[str, str], LinearAttr] = field(default_factory=dict)
     children: dict[tuple[str, str], str] = field(default_factory=dict)   # (cls, attr) -> class
     list_children: set[tuple[str, str]] = field(default_factory=set)     # ModuleList attrs
+    built_stacks: set[tuple[str, str]] = field(default_factory=set)      # make_layers' lists
     ctor_args: dict[str, tuple[list[cst.Arg], str]] = field(default_factory=dict)
     ctor_sites: dict[tuple[str, str, str], tuple[list[cst.Arg], str]] = field(default_factory=dict)
     #             (parent class, attr, child class) -> the arguments that instance is built with

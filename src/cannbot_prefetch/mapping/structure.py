@@ -53,6 +53,7 @@ def scan_structure(ms: ModelSource) -> None:
             attr, value = av
             if stack is not None:      # the factory's return value is one element of the list
                 appended = stack
+                ms.built_stacks.add((cname, attr))
             d = dotted(value) or ""
             if d.startswith("self.") and d.count(".") == 1 and ms.method(cname, d[5:]):
                 ms.method_aliases.setdefault((cname, attr), []).append(d[5:])
@@ -69,6 +70,44 @@ def scan_structure(ms: ModelSource) -> None:
                         ms.list_children.add((cname, attr))
                     ms.ctor_args.setdefault(child, (list(call.args), cname))
                     ms.ctor_sites.setdefault((cname, attr, child), (list(call.args), cname))
+    _handed_lists(ms)
+
+
+def _handed_lists(ms: ModelSource) -> None:
+    """A module list handed in through the constructor is the list it was built as: vLLM's
+    gemma3n builds `self.layers = make_layers(...)` and hands slices of it on
+    (`Gemma3nSelfDecoder(decoder_layers=self.layers[:k])`, whose `__init__` keeps
+    `self.decoder_layers = decoder_layers` and whose forward runs them), so `decoder_layers`
+    holds the stack's class, as `layers` does. Repeated until nothing changes (a list handed
+    on twice)."""
+    from .evaluate.env import bind_args
+
+    changed = True
+    while changed:
+        changed = False
+        for (parent, _attr, child), (args, _p) in list(ms.ctor_sites.items()):
+            init = ms.method(child, "__init__")
+            if init is None:
+                continue
+            bound = dict(bind_args(args, [p for p in init.params if p != "self"]))
+            for s in init_statements(ms, child):
+                av = assign_value(s)
+                if av is None or not isinstance(av[1], cst.Name) or av[1].value not in bound:
+                    continue
+                given = bound[av[1].value].value
+                if isinstance(given, cst.Subscript):       # a slice of it: `self.layers[:k]`
+                    given = given.value
+                d = dotted(given) or ""
+                if not (d.startswith("self.") and d.count(".") == 1
+                        and (parent, d[5:]) in ms.list_children):
+                    continue
+                key = (child, av[0])
+                if key in ms.list_children:
+                    continue
+                ms.children.setdefault(key, ms.children[(parent, d[5:])])
+                ms.alternatives.setdefault(key, list(ms.alternatives.get((parent, d[5:]), [])))
+                ms.list_children.add(key)
+                changed = True
 
 
 def _layer_stack(ms: ModelSource, init, s) -> tuple[str, cst.BaseExpression] | None:
