@@ -1270,8 +1270,13 @@ def _config(data, own=""):
         if isinstance(v, dict) and "model_type" in v and isinstance(getattr(cfg, k, None), dict):
             # a sub-config the class left a dict (a plain config: nemotron_parse3_5's
             # `decoder`, a BartConfig's keys, and `encoder`): an object of its model type's
-            # class, as transformers builds the sub-configs it declares, else a plain config
-            setattr(cfg, k, _config(dict(v)))
+            # class, as transformers builds the sub-configs it declares, else a plain config;
+            # one its class refuses (ernie45_vl_moe's text_config: a strict class checks its
+            # per-layer lists against the layer count) stays the dict the class kept
+            try:
+                setattr(cfg, k, _config(dict(v)))
+            except Exception:
+                pass
     for k, v in data.items():
         # a key of the config.json a class did not keep (transformers 5 folds `rope_theta`
         # into `rope_parameters`) stays readable, as a released config's key is for vLLM's file
