@@ -155,11 +155,23 @@ def test_switch_set_where_the_user_sets_it_reaches_every_site(family, tmp_path, 
 
 def test_plans_of_default_configs_reload_and_hold_no_zero_dim(tmp_path):
     """cohere2_moe's MLP is built once with `intermediate_size=config.intermediate_size *
-    config.num_shared_experts` (0 shared experts by default: never built) and once with
-    `config.prefix_dense_intermediate_size` (null: `config.intermediate_size`); the plan takes
-    the weight the model holds, [hidden, intermediate] = [8192, 22528] from the class defaults,
-    and its own loader accepts it."""
-    config = transformers.Cohere2MoeConfig()
+    config.num_shared_experts` (0 shared experts by default: never built) and once, in a layer
+    whose `mlp_layer_types` entry is "dense", with `config.prefix_dense_intermediate_size` (null:
+    `config.intermediate_size`); the plan takes the weight the model holds, [hidden,
+    intermediate] = [8192, 22528] from the class defaults, and its own loader accepts it. The
+    class's default layer kinds are all "sparse", so with them the MLP is built nowhere and the
+    target is refused naming the condition (not planned on a weight no layer holds)."""
+    layers = transformers.Cohere2MoeConfig().num_hidden_layers
+    config = transformers.Cohere2MoeConfig(mlp_layer_types=["dense"] + ["sparse"] * (layers - 1))
     model_file, plan_path = _apply("cohere2_moe", config, ["Cohere2MoeMLP.down_proj"], tmp_path)
     site = load_plan(plan_path).sites[0]
     assert list(site.basis.dims) == [config.hidden_size, config.intermediate_size] == [8192, 22528]
+    default = transformers.Cohere2MoeConfig()
+    assert set(default.mlp_layer_types) == {"sparse"} and default.num_shared_experts == 0
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text(default.to_json_string(use_diff=False))
+    res = runner.invoke(app, ["prefetch", "analyze", "--model-src", str(model_file),
+                              "--model-config", str(tmp_path / "d" / "config.json"),
+                              "--target", "Cohere2MoeMLP.down_proj", "--out",
+                              str(tmp_path / "d" / "out")])
+    assert res.exit_code == 2 and "is not built under this config" in res.output
