@@ -100,9 +100,12 @@ def builds_under(ms: ModelSource, cls: str, attr: str, alt: str,
     `alt` (built elsewhere: nothing rules it out)."""
     from ..pysource.paths import branch_test
 
+    def ruled_out(t, v) -> bool:         # the forward's arm holds this test's opposite
+        text, value = branch_test(t, v)
+        return (text, not value) in held
+
     named = [b for b in _assignments(ms, cls, attr) if alt in b.classes]
-    return not named or any(not any((branch_test(t, v)[0], not branch_test(t, v)[1]) in held
-                                    for t, v in b.conds) for b in named)
+    return not named or any(not any(ruled_out(t, v) for t, v in b.conds) for b in named)
 
 
 def _steps(weight_expr: str) -> Iterator[tuple[str, str]]:

@@ -23,7 +23,7 @@ from dataclasses import replace
 from ..legality import Placement
 from ..legality.lookup import whole_chain
 from ..pysource import Method, call_name
-from ..pysource.paths import Arm, arms, dominates, on_every_exit
+from ..pysource.paths import Arm, arms, dominates, on_every_exit, parting
 from .source import Event, LinearAttr, ModelSource
 
 
@@ -85,8 +85,7 @@ def off_path(ms: ModelSource, events: list[Event], pl: Placement, lin: LinearAtt
                 f"runs it")
     for j in target_stmts(events, pl, lin):
         if not dominates(m, at, j, got):
-            n = next((k for k, (x, y) in enumerate(zip(got[at], got[j])) if x != y),
-                     min(len(got[at]), len(got[j])))
+            n = parting(got[at], got[j])
             a = got[j][n] if len(got[j]) > n else got[at][n] if len(got[at]) > n else None
             arm = _arm_text(a) if a is not None else "a path before it"
             return (f"the target also runs at line {m.stmts[j].start} of {where}, in {arm}, which "
@@ -128,9 +127,7 @@ def hoisted(ms: ModelSource, events: list[Event], pl: Placement, lin: LinearAttr
     got = arms(m)
     common = got[runs[0]]
     for j in runs[1:]:
-        n = next((k for k, (x, y) in enumerate(zip(common, got[j])) if x != y),
-                 min(len(common), len(got[j])))
-        common = common[:n]
+        common = common[:parting(common, got[j])]
     deeper = next((got[j][len(common)] for j in runs if len(got[j]) > len(common)), None)
     if deeper is None or deeper.chain < 0:
         return None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..i18n import said
 from ..legality import Placement
-from ..pysource.paths import exclusive
+from ..pysource.paths import exclusive, parting
 from .source import Event, Hop, ModelSource
 
 
@@ -59,8 +59,8 @@ def invocations(events: list[Event], cls: str, method: str, obj: tuple) -> list[
 def exclusive_paths(ms: ModelSource, a: tuple[Hop, ...], b: tuple[Hop, ...]) -> bool:
     """The two chains part at statements in two arms of one if/elif/else, an `if` whose arm
     returns and the code after it included (pysource/paths.py `exclusive`)."""
-    k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    if k is None or (a[k].cls, a[k].method) != (b[k].cls, b[k].method):
+    k = parting(a, b)
+    if k == min(len(a), len(b)) or (a[k].cls, a[k].method) != (b[k].cls, b[k].method):
         return False
     m = ms.method(a[k].cls, a[k].method)
     if m is None:

@@ -112,6 +112,12 @@ def arms(m: Method) -> list[tuple[Arm, ...]]:
     return out
 
 
+def parting(a, b) -> int:
+    """The index of the first place two sequences (arm paths, call chains) differ; the shorter
+    one's length when one extends the other."""
+    return next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 def exclusive(m: Method, i: int, j: int, got: list | None = None) -> Arm | None:
     """The chain whose two arms hold statements i and j (no run takes both), else None."""
     got = got if got is not None else arms(m)

@@ -39,8 +39,9 @@ def test_a_slice_of_the_stack_handed_to_a_constructor_is_that_stack(ms):
 
 def test_islice_over_enumerate_binds_the_layer(ms):
     events = [e for e in flatten(ms, "SliceEnumModel") if e.kind == "linear"]
-    assert [(e.owner, e.attr) for e in events] == [("SliceMLP", "gate_up_proj"),
-                                                   ("SliceMLP", "down_proj")]
+    assert [(e.owner, e.attr) for e in events] == [("HandedMLP", "gate_up_proj"),
+                                                   ("HandedMLP", "down_proj")]
+    assert all([h.cls for h in e.path][:2] == ["SliceEnumModel", "SliceLayer"] for e in events)
 
 
 def test_a_stack_owner_no_root_reaches_is_a_late_root(ms):
@@ -49,6 +50,6 @@ def test_a_stack_owner_no_root_reaches_is_a_late_root(ms):
     # owner of a make_layers stack, comes after the model classes no other class builds
     assert found[-1] == "LateTextModel" and "LateWrapper" in found
     assert "LateTextModel" not in found[:-1]
-    t = parse_target("LateMLP.down_proj", ms, found)
-    assert (t.cls, t.attr) == ("LateMLP", "down_proj")
+    t = parse_target("LateLayer.mlp.down_proj", ms, found)      # the calls through LateLayer
+    assert (t.cls, t.attr) == ("HandedMLP", "down_proj")
     assert [h.cls for h in t.events[t.t_idx].path][:2] == ["LateTextModel", "LateLayer"]
